@@ -1,0 +1,193 @@
+"""Claims, leases and runs: the dispatcher's and workers' side of the board."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, insert, select, text, update
+
+from kanban.errors import LeaseLost
+from kanban.events import record_event, status_change
+from kanban.records import Claim, MessageRecord, RunRecord
+from kanban.states import CardStatus
+from state.models import Card, Message, Run, Usage
+from state.timeutil import UTCDateTime
+
+card_t = Card.__table__
+run_t = Run.__table__
+message_t = Message.__table__
+usage_t = Usage.__table__
+
+_PICK = """
+    SELECT c.id FROM card c JOIN board b ON b.name = c.board
+    WHERE c.status = 'ready' AND c.run_after <= :now AND {not_paused} {filters}
+      AND NOT EXISTS (SELECT 1 FROM setting WHERE key = 'spawn_paused' AND value = '1')
+    ORDER BY c.priority DESC, c.id LIMIT :n
+"""
+_RETURNING = "RETURNING card.id, card.board, card.attempt, card.claim_token, card.profile, " \
+             "card.model, card.timeout_s"
+_CLAIM_SQLITE = f"""
+UPDATE card SET status = 'running', claim_token = lower(hex(randomblob(16))),
+    attempt = attempt + 1, lease_expires_at = :lease_until, started_at = :now, updated_at = :now
+WHERE id IN ({_PICK.format(not_paused="b.paused = 0", filters="{filters}")})
+{_RETURNING}
+"""
+_CLAIM_POSTGRES = f"""
+WITH picked AS MATERIALIZED (
+    {_PICK.format(not_paused="NOT b.paused", filters="{filters}")} FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE card SET status = 'running', claim_token = replace(gen_random_uuid()::text, '-', ''),
+    attempt = card.attempt + 1, lease_expires_at = :lease_until, started_at = :now,
+    updated_at = :now
+FROM picked WHERE card.id = picked.id
+{_RETURNING}
+"""
+
+
+@dataclass(frozen=True)
+class ClaimFilter:
+    """Which ready cards this dispatcher may take."""
+
+    board: str | None = None
+    exclude_profiles: Sequence[str] = ()
+
+
+def _claim_statement(dialect: str, flt: ClaimFilter) -> Any:
+    filters = ""
+    if flt.board is not None:
+        filters += " AND c.board = :board"
+    if flt.exclude_profiles:
+        filters += " AND c.profile NOT IN :excluded"
+    sql = (_CLAIM_POSTGRES if dialect == "postgresql" else _CLAIM_SQLITE).format(filters=filters)
+    stmt = text(sql).bindparams(
+        bindparam("now", type_=UTCDateTime()), bindparam("lease_until", type_=UTCDateTime())
+    )
+    if flt.exclude_profiles:
+        stmt = stmt.bindparams(bindparam("excluded", expanding=True))
+    return stmt
+
+
+def claim(conn: Connection, n: int, *, now: datetime, lease_s: float,
+          flt: ClaimFilter = ClaimFilter(), dispatcher_id: int | None = None,
+          host: str | None = None) -> list[Claim]:
+    """Atomically take up to n ready cards: one UPDATE … RETURNING, plus runs and events."""
+    if n <= 0:
+        return []
+    lease_until = now + timedelta(seconds=lease_s)
+    params: dict[str, Any] = {"now": now, "lease_until": lease_until, "n": n}
+    if flt.board is not None:
+        params["board"] = flt.board
+    if flt.exclude_profiles:
+        params["excluded"] = list(flt.exclude_profiles)
+    rows = conn.execute(_claim_statement(conn.dialect.name, flt), params).all()
+    claims = []
+    for card_id, board, attempt, token, profile, model, timeout_s in sorted(rows):
+        run_id = conn.execute(insert(run_t).returning(run_t.c.id), {
+            "card_id": card_id, "attempt": attempt, "claim_token": token,
+            "dispatcher_id": dispatcher_id, "host": host, "started_at": now,
+            "heartbeat_at": now, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
+        }).scalar_one()
+        record_event(conn, board=board, card_id=card_id, run_id=run_id, kind="claimed",
+                     actor=f"dispatcher:{dispatcher_id}" if dispatcher_id else "dispatcher",
+                     at=now, attempt=attempt, **status_change(CardStatus.READY, CardStatus.RUNNING))
+        claims.append(Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s,
+                            lease_until))
+    return claims
+
+
+def heartbeat(conn: Connection, card_id: int, claim_token: str, *, run_id: int, lease_s: float,
+              now: datetime, note: str | None = None) -> datetime:
+    """Renew the lease (fenced); returns the new expiry."""
+    until = now + timedelta(seconds=lease_s)
+    renewed = conn.execute(
+        update(card_t)
+        .where(card_t.c.id == card_id, card_t.c.claim_token == claim_token,
+               card_t.c.status == CardStatus.RUNNING)
+        .values(lease_expires_at=until)
+        .returning(card_t.c.board)
+    ).first()
+    if renewed is None:
+        raise LeaseLost(f"lease on #{card_id} was lost; this worker must stop")
+    values: dict[str, Any] = {"heartbeat_at": now}
+    if note:
+        values["progress"] = note[:2000]
+        record_event(conn, board=renewed[0], card_id=card_id, run_id=run_id, kind="progress",
+                     actor=f"card:#{card_id}", at=now, note=note[:2000])
+    conn.execute(update(run_t).where(run_t.c.id == run_id).values(**values))
+    return until
+
+
+def set_run_process(conn: Connection, run_id: int, *, pid: int, host: str) -> None:
+    conn.execute(update(run_t).where(run_t.c.id == run_id).values(pid=pid, host=host))
+
+
+def record_exit(conn: Connection, run_id: int, exit_code: int) -> None:
+    conn.execute(update(run_t).where(run_t.c.id == run_id).values(exit_code=exit_code))
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A running card's lease as the dispatcher sees it."""
+
+    card_id: int
+    claim_token: str
+    run_id: int
+    lease_expires_at: datetime
+    started_at: datetime | None
+    timeout_s: float | None
+    pid: int | None
+    host: str | None
+
+
+def running_leases(conn: Connection, *, board: str | None = None) -> list[Lease]:
+    query = (
+        select(card_t.c.id, card_t.c.claim_token, run_t.c.id, card_t.c.lease_expires_at,
+               card_t.c.started_at, card_t.c.timeout_s, run_t.c.pid, run_t.c.host)
+        .join(run_t, (run_t.c.card_id == card_t.c.id)
+              & (run_t.c.claim_token == card_t.c.claim_token))
+        .where(card_t.c.status == CardStatus.RUNNING)
+    )
+    if board is not None:
+        query = query.where(card_t.c.board == board)
+    return [Lease(*row) for row in conn.execute(query).all()]
+
+
+def is_current(conn: Connection, card_id: int, claim_token: str) -> bool:
+    row = conn.execute(select(card_t.c.id).where(
+        card_t.c.id == card_id, card_t.c.claim_token == claim_token,
+        card_t.c.status == CardStatus.RUNNING)).first()
+    return row is not None
+
+
+def append_message(conn: Connection, run_id: int, seq: int, message: dict[str, Any], *,
+                   now: datetime) -> None:
+    tool_calls = message.get("tool_calls") or None
+    conn.execute(insert(message_t), {
+        "run_id": run_id, "seq": seq, "role": message["role"], "content": message.get("content"),
+        "tool_calls": json.dumps(tool_calls) if tool_calls else None,
+        "tool_call_id": message.get("tool_call_id"), "name": message.get("name"), "at": now,
+    })
+
+
+def record_usage(conn: Connection, run_id: int, card_id: int, model: str, *, input_tokens: int,
+                 output_tokens: int, cached_tokens: int, now: datetime) -> None:
+    tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+              "cached_tokens": cached_tokens}
+    conn.execute(insert(usage_t), {"run_id": run_id, "model": model, "at": now, **tokens})
+    for table, key in ((run_t, run_id), (card_t, card_id)):
+        conn.execute(update(table).where(table.c.id == key).values(
+            {table.c[k]: table.c[k] + val for k, val in tokens.items()}))
+
+
+def run_transcript(conn: Connection, card_id: int) -> list[tuple[RunRecord, list[MessageRecord]]]:
+    runs = conn.execute(select(run_t).where(run_t.c.card_id == card_id).order_by(run_t.c.id))
+    out = []
+    for run in [RunRecord.from_row(r) for r in runs.mappings()]:
+        msgs = conn.execute(select(message_t).where(message_t.c.run_id == run.id)
+                            .order_by(message_t.c.seq)).mappings()
+        out.append((run, [MessageRecord.from_row(m) for m in msgs]))
+    return out

@@ -1,0 +1,95 @@
+"""The spawn-pause flags and the dispatcher registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from kanban.cards import require_board
+from kanban.events import record_event
+from state.models import Board, Dispatcher, Setting
+
+setting_t = Setting.__table__
+board_t = Board.__table__
+dispatcher_t = Dispatcher.__table__
+SPAWN_PAUSED = "spawn_paused"
+DISPATCHER_STALE_S = 15.0
+
+
+def get_setting(conn: Connection, key: str) -> str | None:
+    return conn.execute(select(setting_t.c.value).where(setting_t.c.key == key)).scalar()
+
+
+def set_setting(conn: Connection, key: str, value: str | None) -> None:
+    conn.execute(delete(setting_t).where(setting_t.c.key == key))
+    if value is not None:
+        conn.execute(insert(setting_t), {"key": key, "value": value})
+
+
+def set_paused(conn: Connection, paused: bool, *, board: str | None, now: datetime,
+               actor: str = "user") -> None:
+    """Pause or resume spawning, globally or for one board."""
+    if board is None:
+        set_setting(conn, SPAWN_PAUSED, "1" if paused else None)
+    else:
+        require_board(conn, board)
+        conn.execute(update(board_t).where(board_t.c.name == board).values(paused=paused))
+    record_event(conn, board=board or "*", kind="paused" if paused else "resumed", actor=actor,
+                 at=now, scope=board or "global")
+
+
+@dataclass(frozen=True)
+class PauseState:
+    global_paused: bool
+    board_paused: bool
+
+    @property
+    def paused(self) -> bool:
+        return self.global_paused or self.board_paused
+
+
+def pause_state(conn: Connection, board: str | None) -> PauseState:
+    glob = get_setting(conn, SPAWN_PAUSED) == "1"
+    local = False
+    if board is not None:
+        local = bool(conn.execute(select(board_t.c.paused).where(board_t.c.name == board))
+                     .scalar())
+    return PauseState(glob, local)
+
+
+def register_dispatcher(conn: Connection, *, host: str, pid: int, now: datetime) -> int:
+    return conn.execute(insert(dispatcher_t).returning(dispatcher_t.c.id), {
+        "host": host, "pid": pid, "started_at": now, "heartbeat_at": now}).scalar_one()
+
+
+def beat_dispatcher(conn: Connection, dispatcher_id: int, now: datetime) -> None:
+    conn.execute(update(dispatcher_t).where(dispatcher_t.c.id == dispatcher_id)
+                 .values(heartbeat_at=now))
+
+
+def stop_dispatcher(conn: Connection, dispatcher_id: int, now: datetime) -> None:
+    conn.execute(update(dispatcher_t).where(dispatcher_t.c.id == dispatcher_id)
+                 .values(stopped_at=now, heartbeat_at=now))
+
+
+@dataclass(frozen=True)
+class DispatcherInfo:
+    id: int
+    host: str
+    pid: int
+    started_at: datetime
+    heartbeat_at: datetime
+
+
+def live_dispatchers(conn: Connection, now: datetime,
+                     stale_s: float = DISPATCHER_STALE_S) -> list[DispatcherInfo]:
+    rows = conn.execute(
+        select(dispatcher_t.c.id, dispatcher_t.c.host, dispatcher_t.c.pid,
+               dispatcher_t.c.started_at, dispatcher_t.c.heartbeat_at)
+        .where(dispatcher_t.c.stopped_at.is_(None),
+               dispatcher_t.c.heartbeat_at >= now - timedelta(seconds=stale_s))
+        .order_by(dispatcher_t.c.id)
+    ).all()
+    return [DispatcherInfo(*row) for row in rows]

@@ -1,0 +1,146 @@
+"""Dependencies between cards of one board: links, cycle refusal, promotion."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy import Connection, and_, delete, exists, insert, select, update
+
+from kanban.errors import CardNotFound, DependencyError
+from kanban.events import record_event, status_change
+from kanban.states import CardStatus
+from state.models import Card, Dependency
+
+card_t = Card.__table__
+dep_t = Dependency.__table__
+_LINKABLE = {CardStatus.TODO, CardStatus.READY, CardStatus.BLOCKED}
+
+
+def _card_row(conn: Connection, card_id: int) -> tuple[str, str]:
+    row = conn.execute(
+        select(card_t.c.board, card_t.c.status).where(card_t.c.id == card_id)
+    ).first()
+    if row is None:
+        raise CardNotFound(card_id)
+    return row[0], row[1]
+
+
+def check_link(conn: Connection, card_id: int | None, depends_on_id: int, *, board: str) -> None:
+    """Refuse a self link, a missing card, a cross-board link or a cycle."""
+    if card_id is not None and card_id == depends_on_id:
+        raise DependencyError(f"a card cannot depend on itself (#{card_id})")
+    dep_board, _ = _card_row(conn, depends_on_id)
+    if dep_board != board:
+        who = f"#{card_id}" if card_id is not None else "the new card"
+        raise DependencyError(
+            f"cannot link {who} (board {board!r}) to #{depends_on_id} (board {dep_board!r}): "
+            "dependencies stay on one board"
+        )
+    if card_id is not None:
+        path = _path_between(conn, depends_on_id, card_id)
+        if path is not None:
+            cycle = " → ".join(f"#{n}" for n in [card_id, *path])
+            raise DependencyError(f"linking #{card_id} to #{depends_on_id} would close a cycle: "
+                                  f"{cycle}")
+
+
+def _path_between(conn: Connection, start: int, goal: int) -> list[int] | None:
+    """A dependency path start → … → goal, following depends_on edges (BFS)."""
+    parents: dict[int, int | None] = {start: None}
+    frontier = [start]
+    while frontier:
+        rows = conn.execute(
+            select(dep_t.c.card_id, dep_t.c.depends_on_id).where(dep_t.c.card_id.in_(frontier))
+        ).all()
+        frontier = []
+        for src, dst in rows:
+            if dst in parents:
+                continue
+            parents[dst] = src
+            if dst == goal:
+                path = [dst]
+                while parents[path[-1]] is not None:
+                    path.append(parents[path[-1]])  # type: ignore[arg-type]
+                return path[::-1]
+            frontier.append(dst)
+    return None
+
+
+def link(conn: Connection, card_id: int, depends_on_id: int, *, actor: str, now: datetime,
+         board: str | None = None) -> bool:
+    """Make card_id depend on depends_on_id; False if the link already existed."""
+    card_board, status = _card_row(conn, card_id)
+    if board is not None and card_board != board:
+        raise CardNotFound(card_id, board)
+    check_link(conn, card_id, depends_on_id, board=card_board)
+    if status not in _LINKABLE:
+        raise DependencyError(f"cannot add a dependency to #{card_id}: it is {status}")
+    key = and_(dep_t.c.card_id == card_id, dep_t.c.depends_on_id == depends_on_id)
+    if conn.execute(select(dep_t.c.card_id).where(key)).first():
+        return False
+    conn.execute(insert(dep_t), {"card_id": card_id, "depends_on_id": depends_on_id})
+    record_event(conn, board=card_board, card_id=card_id, kind="linked", actor=actor, at=now,
+                 depends_on_id=depends_on_id)
+    if status == CardStatus.READY and unfinished_dependencies(conn, [depends_on_id]):
+        _set_status(conn, card_id, card_board, CardStatus.READY, CardStatus.TODO, actor, now)
+    return True
+
+
+def unlink(conn: Connection, card_id: int, depends_on_id: int, *, actor: str,
+           now: datetime) -> None:
+    card_board, _ = _card_row(conn, card_id)
+    key = and_(dep_t.c.card_id == card_id, dep_t.c.depends_on_id == depends_on_id)
+    if conn.execute(delete(dep_t).where(key)).rowcount == 0:
+        raise DependencyError(f"#{card_id} does not depend on #{depends_on_id}")
+    record_event(conn, board=card_board, card_id=card_id, kind="unlinked", actor=actor, at=now,
+                 depends_on_id=depends_on_id)
+    promote_ready(conn, now, candidates=[card_id])
+
+
+def unfinished_dependencies(conn: Connection, ids: Sequence[int]) -> list[int]:
+    if not ids:
+        return []
+    rows = conn.execute(
+        select(card_t.c.id).where(card_t.c.id.in_(list(ids)), card_t.c.status != CardStatus.DONE)
+    )
+    return sorted(rows.scalars())
+
+
+def promote_ready(conn: Connection, now: datetime, *, candidates: Iterable[int] | None = None,
+                  actor: str = "system") -> list[int]:
+    """Move todo cards whose dependencies are all done to ready; returns their ids."""
+    blocker = card_t.alias("blocker")
+    has_unfinished = exists(
+        select(1)
+        .select_from(dep_t.join(blocker, blocker.c.id == dep_t.c.depends_on_id))
+        .where(dep_t.c.card_id == card_t.c.id, blocker.c.status != CardStatus.DONE)
+    )
+    query = (
+        update(card_t)
+        .where(card_t.c.status == CardStatus.TODO, ~has_unfinished)
+        .values(status=CardStatus.READY, updated_at=now, run_after=now)
+        .returning(card_t.c.id, card_t.c.board)
+    )
+    if candidates is not None:
+        ids = list(candidates)
+        if not ids:
+            return []
+        query = query.where(card_t.c.id.in_(ids))
+    promoted = conn.execute(query).all()
+    for card_id, board in promoted:
+        record_event(conn, board=board, card_id=card_id, kind="promoted", actor=actor, at=now,
+                     **status_change(CardStatus.TODO, CardStatus.READY))
+    return sorted(card_id for card_id, _ in promoted)
+
+
+def dependents_of(conn: Connection, card_id: int) -> list[int]:
+    return list(conn.execute(select(dep_t.c.card_id).where(dep_t.c.depends_on_id == card_id))
+                .scalars())
+
+
+def _set_status(conn: Connection, card_id: int, board: str, frm: str, to: str, actor: str,
+                now: datetime) -> None:
+    conn.execute(update(card_t).where(card_t.c.id == card_id).values(status=to, updated_at=now))
+    record_event(conn, board=board, card_id=card_id, kind="demoted", actor=actor, at=now,
+                 **status_change(frm, to))

@@ -1,0 +1,43 @@
+"""The append-only event log; every state change writes one in its transaction."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert
+
+from state.models import Event
+
+event_t = Event.__table__
+
+
+def record_event(
+    conn: Connection,
+    *,
+    board: str,
+    kind: str,
+    actor: str,
+    at: datetime,
+    card_id: int | None = None,
+    run_id: int | None = None,
+    **data: Any,
+) -> None:
+    conn.execute(
+        insert(event_t),
+        {
+            "board": board,
+            "card_id": card_id,
+            "run_id": run_id,
+            "kind": kind,
+            "actor": actor,
+            "data": json.dumps(data, default=str, sort_keys=True),
+            "at": at,
+        },
+    )
+
+
+def status_change(frm: str, to: str, **extra: Any) -> dict[str, Any]:
+    """The data of an event that moves a card between states (replayable)."""
+    return {"from": frm, "to": to, **extra}

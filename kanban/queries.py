@@ -1,0 +1,107 @@
+"""Read models for the board view and `kanban status`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Connection, func, select
+
+from kanban.cards import require_board
+from kanban.control import DispatcherInfo, PauseState, live_dispatchers, pause_state
+from kanban.states import CardStatus
+from state.models import Card, Run
+
+card_t = Card.__table__
+run_t = Run.__table__
+
+BOARD_ORDER = (
+    CardStatus.TODO, CardStatus.READY, CardStatus.RUNNING, CardStatus.BLOCKED, CardStatus.DONE,
+    CardStatus.FAILED, CardStatus.CANCELLED,
+)
+
+
+@dataclass(frozen=True)
+class BoardCard:
+    """The few fields a board column shows."""
+
+    id: int
+    title: str
+    priority: int
+    status: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    attempt: int
+    heartbeat_at: datetime | None = None
+    progress: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id, "title": self.title, "priority": self.priority,
+            "status": self.status, "created_by": self.created_by,
+            "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
+            "attempt": self.attempt,
+            "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
+            "progress": self.progress,
+        }
+
+
+@dataclass(frozen=True)
+class BoardSnapshot:
+    board: str
+    counts: dict[str, int]
+    columns: dict[str, list[BoardCard]]
+    pause: PauseState
+    dispatchers: list[DispatcherInfo] = field(default_factory=list)
+    at: datetime | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "board": self.board,
+            "paused": self.pause.paused,
+            "paused_globally": self.pause.global_paused,
+            "dispatchers": [
+                {"id": d.id, "host": d.host, "pid": d.pid,
+                 "heartbeat_at": d.heartbeat_at.isoformat()} for d in self.dispatchers
+            ],
+            "counts": self.counts,
+            "columns": {k: [c.to_json() for c in v] for k, v in self.columns.items()},
+        }
+
+
+def status_counts(conn: Connection, board: str | None = None) -> dict[str, int]:
+    query = (select(card_t.c.status, func.count()).where(card_t.c.archived_at.is_(None))
+             .group_by(card_t.c.status))
+    if board is not None:
+        query = query.where(card_t.c.board == board)
+    counts = {str(s): 0 for s in BOARD_ORDER}
+    counts.update({status: n for status, n in conn.execute(query).all()})
+    return counts
+
+
+def board_snapshot(conn: Connection, board: str, *, now: datetime,
+                   per_column: int = 20) -> BoardSnapshot:
+    """Counts of every column and its first `per_column` cards (priority, then age)."""
+    require_board(conn, board)
+    counts = status_counts(conn, board)
+    columns = {str(s): _column(conn, board, s, per_column) if counts[s] else []
+               for s in BOARD_ORDER}
+    return BoardSnapshot(board, counts, columns, pause_state(conn, board),
+                         live_dispatchers(conn, now), now)
+
+
+def _column(conn: Connection, board: str, status: CardStatus, limit: int) -> list[BoardCard]:
+    cols = [card_t.c.id, card_t.c.title, card_t.c.priority, card_t.c.status,
+            card_t.c.created_by, card_t.c.created_at, card_t.c.updated_at, card_t.c.attempt]
+    query = select(*cols).where(card_t.c.board == board, card_t.c.status == status,
+                                card_t.c.archived_at.is_(None))
+    if status == CardStatus.RUNNING:
+        query = query.add_columns(run_t.c.heartbeat_at, run_t.c.progress).outerjoin(
+            run_t, (run_t.c.card_id == card_t.c.id)
+            & (run_t.c.claim_token == card_t.c.claim_token))
+    finished = status in (CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED)
+    order = ([card_t.c.updated_at.desc(), card_t.c.id.desc()] if finished
+             else [card_t.c.priority.desc(), card_t.c.id])
+    rows = conn.execute(query.order_by(*order).limit(limit)).all()
+    return [BoardCard(*row) for row in rows]

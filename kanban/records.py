@@ -1,0 +1,162 @@
+"""Read-only views of stored rows, with the stable `--json` shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+class _Record:
+    @classmethod
+    def from_row(cls: type[T], row: Mapping[str, Any]) -> T:
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: _jsonable(v) for k, v in asdict(self).items()}  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class CardRecord(_Record):
+    id: int
+    board: str
+    title: str
+    goal: str
+    context: str
+    status: str
+    priority: int
+    profile: str
+    model: str | None
+    toolsets: str | None
+    parent_id: int | None
+    depth: int
+    created_by: str
+    attempt: int
+    max_attempts: int
+    retry_base: int
+    timeout_s: float | None
+    run_after: datetime
+    lease_expires_at: datetime | None
+    result: str | None
+    error: str | None
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    archived_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RunRecord(_Record):
+    id: int
+    card_id: int
+    attempt: int
+    host: str | None
+    pid: int | None
+    started_at: datetime
+    heartbeat_at: datetime | None
+    progress: str | None
+    finished_at: datetime | None
+    outcome: str | None
+    exit_code: int | None
+    error: str | None
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+
+
+@dataclass(frozen=True)
+class EventRecord(_Record):
+    id: int
+    card_id: int | None
+    run_id: int | None
+    kind: str
+    actor: str
+    data: str
+    at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["data"] = json.loads(self.data)
+        return out
+
+
+@dataclass(frozen=True)
+class CommentRecord(_Record):
+    id: int
+    card_id: int
+    author: str
+    body: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class MessageRecord(_Record):
+    run_id: int
+    seq: int
+    role: str
+    content: str | None
+    tool_calls: str | None
+    tool_call_id: str | None
+    name: str | None
+    at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["tool_calls"] = json.loads(self.tool_calls) if self.tool_calls else []
+        return out
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A card just claimed for a worker."""
+
+    card_id: int
+    board: str
+    attempt: int
+    claim_token: str
+    run_id: int
+    profile: str
+    model: str | None
+    timeout_s: float | None
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True)
+class CardDetail:
+    """Everything `kanban show` and `kanban_show` need about one card."""
+
+    card: CardRecord
+    depends_on: tuple[CardRecord, ...]
+    dependents: tuple[CardRecord, ...]
+    children: tuple[CardRecord, ...]
+    comments: tuple[CommentRecord, ...]
+    runs: tuple[RunRecord, ...]
+    events: tuple[EventRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        def brief(c: CardRecord) -> dict[str, Any]:
+            return {"id": c.id, "title": c.title, "status": c.status, "result": c.result}
+
+        return {
+            "card": self.card.to_json(),
+            "depends_on": [brief(c) for c in self.depends_on],
+            "dependents": [brief(c) for c in self.dependents],
+            "children": [brief(c) for c in self.children],
+            "comments": [c.to_json() for c in self.comments],
+            "runs": [r.to_json() for r in self.runs],
+            "events": [e.to_json() for e in self.events],
+        }

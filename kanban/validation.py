@@ -1,0 +1,50 @@
+"""Limits on what a card may hold; checked before anything is written."""
+
+from __future__ import annotations
+
+import re
+
+from kanban.errors import ValidationError
+
+MAX_TITLE = 200
+MAX_GOAL = 20_000
+MAX_CONTEXT = 100_000
+MAX_COMMENT = 20_000
+MAX_SUMMARY = 100_000
+PRIORITY_RANGE = (-1_000_000, 1_000_000)
+MAX_ATTEMPTS_RANGE = (1, 100)
+TIMEOUT_RANGE = (1.0, 7 * 24 * 3600.0)
+BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def text(value: str, what: str, limit: int, *, required: bool = False) -> str:
+    if _CONTROL.search(value):
+        raise ValidationError(f"{what} contains control characters")
+    if required and not value.strip():
+        raise ValidationError(f"{what} must not be empty")
+    if len(value) > limit:
+        raise ValidationError(f"{what} is {len(value):,} characters; the limit is {limit:,}")
+    return value
+
+
+def title(value: str) -> str:
+    value = text(value, "title", MAX_TITLE, required=True).strip()
+    if "\n" in value or "\r" in value:
+        raise ValidationError("title must be one line")
+    return value
+
+
+def number(value: float, what: str, bounds: tuple[float, float]) -> float:
+    low, high = bounds
+    if not (low <= value <= high):
+        raise ValidationError(f"{what} must be between {low:g} and {high:g}, not {value:g}")
+    return value
+
+
+def board_name(value: str) -> str:
+    if not BOARD_NAME.match(value):
+        raise ValidationError(
+            f"invalid board name {value!r}: use 1-64 letters, digits, '.', '_' or '-'"
+        )
+    return value
