@@ -191,3 +191,9 @@ def run_transcript(conn: Connection, card_id: int) -> list[tuple[RunRecord, list
                             .order_by(message_t.c.seq)).mappings()
         out.append((run, [MessageRecord.from_row(m) for m in msgs]))
     return out
+
+
+def lease_of(conn: Connection, card_id: int) -> datetime:
+    """When the card's current lease expires (a running card always has one)."""
+    return conn.execute(select(card_t.c.lease_expires_at).where(card_t.c.id == card_id)
+                        ).scalar_one()

@@ -1,0 +1,149 @@
+"""One retry policy for every adapter: jittered exponential backoff honouring retry-after."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+from typing import TypeVar
+
+from agent.errors import FatalModelError, TransientModelError
+
+T = TypeVar("T")
+
+# Statuses worth another try; every other 4xx means the same request will fail again.
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait; `sleep` and `jitter` are injectable for tests."""
+
+    max_retries: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_retry_after: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+    jitter: Callable[[], float] = field(default=random.random)
+
+    def backoff(self, retry_number: int) -> float:
+        """Delay before retry `retry_number` (0-based), with up to 25% jitter taken off."""
+        delay = min(self.max_delay, self.base_delay * (2**retry_number))
+        return delay * (1.0 - 0.25 * self.jitter())
+
+    def delay(self, retry_number: int, failure: Failure) -> float:
+        """The server's retry-after when it gave a sane one, else our backoff."""
+        after = failure.retry_after
+        if after is not None and 0 <= after <= self.max_retry_after:
+            return after
+        return self.backoff(retry_number)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An SDK error translated by an adapter into a provider-neutral form."""
+
+    message: str
+    status: int | None = None
+    retry_after: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        if self.status is None:  # connection errors and timeouts
+            return True
+        return self.status in RETRYABLE_STATUSES or self.status >= 500
+
+    def describe(self) -> str:
+        return f"HTTP {self.status}: {self.message}" if self.status else self.message
+
+
+def call_with_retries(
+    attempt: Callable[[], T],
+    translate: Callable[[Exception], Failure | None],
+    policy: RetryPolicy,
+    *,
+    provider: str,
+    model: str,
+) -> T:
+    """Run `attempt`, retrying translated retryable failures; raise ModelError subclasses."""
+    for retry_number in range(policy.max_retries + 1):
+        try:
+            return attempt()
+        except Exception as exc:
+            failure = translate(exc)
+            if failure is None:
+                raise
+        if not failure.retryable:
+            raise FatalModelError(fatal_message(provider, model, failure)) from None
+        if retry_number < policy.max_retries:
+            policy.sleep(policy.delay(retry_number, failure))
+    raise TransientModelError(
+        f"{provider}: model {model!r} still failing after {policy.max_retries + 1} attempts: "
+        f"{failure.describe()}"
+    )
+
+
+def fatal_message(provider: str, model: str, failure: Failure) -> str:
+    """A one-line explanation of a failure that retrying cannot fix."""
+    reason = {
+        401: "authentication failed (check the API key)",
+        403: "permission denied",
+        404: f"model {model!r} not found (or the base URL is wrong)",
+    }.get(failure.status or 0, "request refused")
+    return f"{provider}: {reason}: {failure.describe()}"
+
+
+def parse_retry_after(
+    headers: Mapping[str, str], *, now: Callable[[], float] = time.time
+) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `retry-after` (seconds or an HTTP-date)."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    millis = _as_float(lowered.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    seconds = _as_float(raw)
+    if seconds is not None:
+        return seconds
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # HTTP-dates are GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now())
+
+
+def status_failure(status: int, headers: Mapping[str, str], body: object, fallback: str) -> Failure:
+    """A Failure for an HTTP error status, with the provider's own message when it sent one."""
+    return Failure(
+        message=provider_message(body) or fallback,
+        status=status,
+        retry_after=parse_retry_after(headers),
+    )
+
+
+def provider_message(body: object) -> str | None:
+    """The `message` of an error body shaped `{"error": {"message": ...}}` or `{"message": ...}`."""
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error")
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return inner["message"]
+    message = body.get("message")
+    return message if isinstance(message, str) else None
+
+
+def _as_float(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None

@@ -1,0 +1,125 @@
+"""ScriptedModel: an offline, deterministic model that replays scripted steps."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agent.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
+
+Responder = Callable[[Sequence[Message], Sequence[ToolSpec]], ModelResponse]
+Step = ModelResponse | Responder
+FINISHED_TEXT = "(script finished)"
+
+
+def text(content: str) -> ModelResponse:
+    """A step answering with text only."""
+    return ModelResponse(text=content, stop_reason="stop")
+
+
+def tool_call(name: str, /, **arguments: Any) -> ModelResponse:
+    """A step making one tool call with keyword arguments."""
+    return tool_calls([(name, arguments)])
+
+
+def tool_calls(
+    calls: Iterable[tuple[str, Mapping[str, Any] | str]], text: str | None = None
+) -> ModelResponse:
+    """A step making several tool calls in one turn; a str argument is sent raw (malformed JSON).
+
+    Ids are left empty: the model numbers them when the step is replayed.
+    """
+    return ModelResponse(
+        text=text,
+        tool_calls=tuple(ToolCall(id="", name=name, arguments=_raw(args)) for name, args in calls),
+        stop_reason="tool_calls",
+    )
+
+
+def _raw(arguments: Mapping[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What one `complete` call was given."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+
+
+class ScriptedModel:
+    """Replays steps in order; once they run out it answers "(script finished)"."""
+
+    def __init__(self, steps: Iterable[Step] | None = None, name: str = "scripted:test") -> None:
+        self.name = name
+        self.calls: list[ModelCall] = []
+        self._steps: deque[Step] = deque(steps or ())
+
+    def enqueue(self, *steps: Step) -> None:
+        self._steps.extend(steps)
+
+    @property
+    def remaining(self) -> tuple[Step, ...]:
+        return tuple(self._steps)
+
+    def assert_consumed(self) -> None:
+        """Raise AssertionError naming the steps that were never replayed."""
+        if self._steps:
+            left = ", ".join(describe_step(step) for step in self._steps)
+            raise AssertionError(f"{self.name}: {len(self._steps)} step(s) not consumed: {left}")
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        self.calls.append(ModelCall(tuple(messages), tuple(tools)))
+        step = self._steps.popleft() if self._steps else text(FINISHED_TEXT)
+        response = step if isinstance(step, ModelResponse) else step(messages, tools)
+        if not isinstance(response, ModelResponse):
+            raise TypeError(f"scripted step returned {type(response).__name__}, not ModelResponse")
+        return self._finish(response, messages, tools)
+
+    def _finish(
+        self, response: ModelResponse, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> ModelResponse:
+        turn = len(self.calls)
+        calls = tuple(
+            call if call.id else replace(call, id=f"call_{turn}_{index}")
+            for index, call in enumerate(response.tool_calls, start=1)
+        )
+        usage = response.usage
+        if usage == Usage():
+            usage = estimate_usage(messages, tools, response)
+        return replace(response, tool_calls=calls, usage=usage, model=response.model or self.name)
+
+
+def estimate_usage(
+    messages: Sequence[Message], tools: Sequence[ToolSpec], response: ModelResponse
+) -> Usage:
+    """About one token per four characters, deterministically."""
+    sent = sum(_message_chars(m) for m in messages) + sum(
+        len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools
+    )
+    received = len(response.text or "") + _calls_chars(response.tool_calls)
+    return Usage(input_tokens=_tokens(sent), output_tokens=_tokens(received))
+
+
+def _message_chars(message: Message) -> int:
+    return len(message.content or "") + _calls_chars(message.tool_calls)
+
+
+def _calls_chars(calls: Sequence[ToolCall]) -> int:
+    return sum(len(call.name) + len(call.arguments) for call in calls)
+
+
+def _tokens(chars: int) -> int:
+    return -(-chars // 4)
+
+
+def describe_step(step: Step) -> str:
+    if not isinstance(step, ModelResponse):
+        return f"callable {getattr(step, '__name__', repr(step))}"
+    if step.tool_calls:
+        return "tool_calls(" + ", ".join(call.name for call in step.tool_calls) + ")"
+    return f"text({(step.text or '')[:40]!r})"

@@ -1,0 +1,139 @@
+"""Named scripts for `scripted:NAME` specs, JSON-file scripts, and the built-in `demo`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.errors import FatalModelError
+from agent.scripted import ScriptedModel, Step, text, tool_call, tool_calls
+from agent.types import Message, ModelResponse, ToolSpec
+
+ScriptFactory = Callable[[], ScriptedModel | Iterable[Step]]
+_SCRIPTS: dict[str, ScriptFactory] = {}
+
+
+def register_script(name: str, factory: ScriptFactory) -> ScriptFactory:
+    """Make `scripted:NAME` available; a later registration under the same name replaces it."""
+    _SCRIPTS[name] = factory
+    return factory
+
+
+def script_names() -> list[str]:
+    return sorted(_SCRIPTS)
+
+
+def load_script(name: str) -> ScriptedModel:
+    """The model for `scripted:NAME`: a registered script, or a JSON file when NAME is a path."""
+    spec = f"scripted:{name}"
+    if "/" in name or name.endswith(".json"):
+        return ScriptedModel(steps_from_file(Path(name)), name=spec)
+    factory = _SCRIPTS.get(name)
+    if factory is None:
+        known = ", ".join(script_names()) or "none"
+        raise FatalModelError(f"unknown script {name!r} in {spec!r} (known: {known})")
+    made = factory()
+    if isinstance(made, ScriptedModel):
+        made.name = spec
+        return made
+    return ScriptedModel(made, name=spec)
+
+
+def steps_from_file(path: Path) -> list[Step]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FatalModelError(f"cannot read script file {str(path)!r}: {exc}") from exc
+    return steps_from_json(data, source=str(path))
+
+
+def steps_from_json(data: Any, *, source: str = "script") -> list[Step]:
+    """Steps from `[{"text": ...}, {"tool_calls": [{"name": ..., "arguments": {...}}]}, ...]`."""
+    if not isinstance(data, list):
+        raise FatalModelError(f"{source}: a script must be a JSON list of steps")
+    return [_step_from_json(item, f"{source}[{index}]") for index, item in enumerate(data)]
+
+
+def _step_from_json(item: Any, where: str) -> ModelResponse:
+    if not isinstance(item, dict) or not ({"text", "tool_calls"} & item.keys()):
+        raise FatalModelError(f"{where}: a step needs a 'text' or a 'tool_calls' key")
+    content = item.get("text")
+    if content is not None and not isinstance(content, str):
+        raise FatalModelError(f"{where}: 'text' must be a string")
+    calls = item.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(_is_call(call) for call in calls):
+        raise FatalModelError(f"{where}: 'tool_calls' must be a list of {{name, arguments}}")
+    if not calls:
+        return text(content or "")
+    return tool_calls([(call["name"], call.get("arguments", {})) for call in calls], text=content)
+
+
+def _is_call(call: Any) -> bool:
+    return (
+        isinstance(call, dict)
+        and isinstance(call.get("name"), str)
+        and isinstance(call.get("arguments", {}), dict | str)
+    )
+
+
+# --- the built-in `demo` script: follows the worker protocol -----------------------------
+
+
+def demo_steps() -> list[Step]:
+    """Show the card, say it is starting, heartbeat, complete it from its goal, sign off."""
+    return [
+        tool_call("kanban_show"),
+        tool_call("kanban_comment", body="Starting work on this card."),
+        _heartbeat,
+        _complete,
+        text("Card complete."),
+    ]
+
+
+def _heartbeat(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    title = shown_card(messages).get("title")
+    note = f"Working on: {title}" if isinstance(title, str) and title else "Working on the card."
+    return tool_call("kanban_heartbeat", note=note)
+
+
+def _complete(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    card = shown_card(messages)
+    goal, title = card.get("goal"), card.get("title")
+    if isinstance(goal, str) and goal.strip():
+        summary = f"Done: {_first_line(goal)}"
+    elif isinstance(title, str) and title.strip():
+        summary = f"Done: {_first_line(title)}"
+    else:
+        summary = "Done: worked through the card (its goal could not be read)."
+    return tool_calls([("kanban_complete", {"summary": summary})], text="Completing the card.")
+
+
+def shown_card(messages: Sequence[Message]) -> dict[str, Any]:
+    """The card from the latest successful kanban_show result, or {} when there is none."""
+    show_ids = {
+        call.id for m in messages for call in m.tool_calls if call.name == "kanban_show"
+    }
+    for message in reversed(messages):
+        if message.role == "tool" and message.tool_call_id in show_ids and not message.is_error:
+            return _card_of(message.content or "")
+    return {}
+
+
+def _card_of(content: str) -> dict[str, Any]:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return {}
+    if isinstance(data, dict) and isinstance(data.get("card"), dict) and "goal" not in data:
+        data = data["card"]
+    return data if isinstance(data, dict) else {}
+
+
+def _first_line(value: str, limit: int = 200) -> str:
+    line = value.strip().splitlines()[0].strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+register_script("demo", demo_steps)

@@ -1,0 +1,132 @@
+"""Starting worker processes: forked from a warm parent, or a plain interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, Protocol
+
+from state.errors import KanbanError
+
+
+class SpawnError(KanbanError):
+    """A worker process could not be started."""
+
+
+@dataclass(frozen=True)
+class SpawnRequest:
+    env: Mapping[str, str]
+    cwd: str
+    log: str
+
+
+class Spawner(Protocol):
+    exits: queue.Queue[tuple[int, int]]
+
+    def spawn(self, request: SpawnRequest) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class ForkServerSpawner:
+    """Workers forked from a pre-imported `worker.forkserver` process."""
+
+    def __init__(self, base_env: Mapping[str, str], wake: threading.Event) -> None:
+        self.exits: queue.Queue[tuple[int, int]] = queue.Queue()
+        self._wake = wake
+        self._replies: dict[int, int] = {}
+        self._cond = threading.Condition()
+        self._next_id = 0
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "worker.forkserver"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env=dict(base_env), start_new_session=True,
+        )
+        assert self._proc.stdout is not None
+        ready = self._proc.stdout.readline()
+        if not ready:
+            raise SpawnError("the worker forkserver failed to start (see stderr)")
+        self._reader = threading.Thread(target=self._read, args=(self._proc.stdout,),
+                                         name="forkserver-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for line in stream:
+            message = json.loads(line)
+            if "exit" in message:
+                self.exits.put((message["exit"], message["code"]))
+                self._wake.set()
+            else:
+                with self._cond:
+                    self._replies[message["id"]] = message["pid"]
+                    self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def spawn(self, request: SpawnRequest) -> int:
+        with self._cond:
+            self._next_id += 1
+            rid = self._next_id
+        line = json.dumps({"id": rid, "env": dict(request.env), "cwd": request.cwd,
+                           "log": request.log}) + "\n"
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(line.encode())
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise SpawnError(f"the worker forkserver is gone: {exc}") from None
+        with self._cond:
+            if not self._cond.wait_for(lambda: rid in self._replies or not self.alive, 10):
+                raise SpawnError("the worker forkserver did not answer")
+            if rid not in self._replies:
+                raise SpawnError("the worker forkserver exited")
+            return self._replies.pop(rid)
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout=2)
+
+
+class SubprocessSpawner:
+    """Each worker a fresh `python -m worker` (slower start; no warm parent)."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        self.exits: queue.Queue[tuple[int, int]] = queue.Queue()
+        self._wake = wake
+
+    def spawn(self, request: SpawnRequest) -> int:
+        os.makedirs(request.cwd, mode=0o700, exist_ok=True)
+        fd = os.open(request.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "worker"], env=dict(request.env), cwd=request.cwd,
+                stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
+            )
+        except OSError as exc:
+            raise SpawnError(f"cannot start a worker: {exc}") from None
+        finally:
+            os.close(fd)
+        threading.Thread(target=self._wait, args=(proc,), daemon=True).start()
+        return proc.pid
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> None:
+        self.exits.put((proc.pid, proc.wait()))
+        self._wake.set()
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,143 @@
+"""The `kanban` toolset: what a worker's agent may do to the board, and nothing more."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import func, select
+
+from agent.types import ToolResult
+from kanban import cards, claims, dependencies, transitions
+from kanban.cards import NewCard
+from kanban.errors import LeaseLost, LimitExceeded
+from kanban.records import CardDetail
+from state.models import Card
+from tools.registry import ToolRegistry
+from tools.scope import WorkerScope
+
+TOOLSET = "kanban"
+_ID = {"type": "integer", "minimum": 1}
+_TEXT = {"type": "string", "minLength": 1}
+
+
+def _show(detail: CardDetail, own: bool) -> str:
+    c = detail.card
+    out: dict[str, Any] = {
+        "id": c.id, "title": c.title, "goal": c.goal, "context": c.context, "status": c.status,
+        "priority": c.priority, "attempt": c.attempt, "max_attempts": c.max_attempts,
+        "parent_id": c.parent_id, "depth": c.depth, "result": c.result,
+        "dependencies": [{"id": d.id, "title": d.title, "status": d.status, "result": d.result}
+                         for d in detail.depends_on],
+        "children": [{"id": d.id, "title": d.title, "status": d.status, "result": d.result}
+                     for d in detail.children],
+        "comments": [{"author": m.author, "body": m.body} for m in detail.comments[-20:]],
+    }
+    if own:
+        out["earlier_attempts"] = [
+            {"attempt": r.attempt, "outcome": r.outcome, "error": r.error, "progress": r.progress}
+            for r in detail.runs if r.finished_at is not None
+        ]
+    return json.dumps(out, ensure_ascii=False)
+
+
+def kanban_show(args: dict[str, Any], scope: WorkerScope) -> str:
+    card_id = args.get("card_id", scope.card_id)
+    with scope.kb.db.read() as conn:
+        detail = cards.card_detail(conn, card_id, board=scope.board)
+    return _show(detail, own=card_id == scope.card_id)
+
+
+def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
+    summary = args["summary"]
+    if args.get("result"):
+        summary = f"{summary}\n\n{args['result']}"
+    with scope.fenced() as conn:
+        transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
+                             actor=scope.actor)
+    scope.finished = "completed"
+    return ToolResult(f"card #{scope.card_id} is done", ends_run=True)
+
+
+def kanban_block(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
+    with scope.fenced() as conn:
+        transitions.block(conn, scope.card_id, args["reason"], now=scope.kb.clock(),
+                          actor=scope.actor)
+    scope.finished = "blocked"
+    return ToolResult(f"card #{scope.card_id} is blocked; a person will look at it",
+                      ends_run=True)
+
+
+def kanban_heartbeat(args: dict[str, Any], scope: WorkerScope) -> str:
+    try:
+        with scope.kb.db.write() as conn:
+            until = claims.heartbeat(conn, scope.card_id, scope.claim_token, run_id=scope.run_id,
+                                     lease_s=scope.lease_s, now=scope.kb.clock(),
+                                     note=args.get("note"))
+    except LeaseLost as exc:
+        scope.on_lease_lost(exc.message)
+        raise
+    return f"lease renewed until {until.isoformat(timespec='seconds')}"
+
+
+def kanban_comment(args: dict[str, Any], scope: WorkerScope) -> str:
+    target = args.get("card_id", scope.card_id)
+    with scope.fenced() as conn:
+        transitions.add_comment(conn, target, args["body"], author=scope.actor.name,
+                                now=scope.kb.clock(), board=scope.board)
+    return f"commented on #{target}"
+
+
+def kanban_create(args: dict[str, Any], scope: WorkerScope) -> str:
+    with scope.fenced() as conn:
+        own = cards.get_card(conn, scope.card_id)
+        if own.depth + 1 > scope.max_depth:
+            raise LimitExceeded(f"cannot create a card: depth {own.depth + 1} would exceed the "
+                                f"limit of {scope.max_depth}")
+        children = conn.execute(select(func.count()).select_from(Card.__table__)
+                                .where(Card.__table__.c.parent_id == scope.card_id)).scalar_one()
+        if children >= scope.max_children_per_card:
+            raise LimitExceeded(f"cannot create a card: #{scope.card_id} already has {children} "
+                                f"children (limit {scope.max_children_per_card})")
+        new = cards.add_card(conn, NewCard(
+            title=args["title"], goal=args.get("goal", ""), context=args.get("context", ""),
+            board=scope.board, priority=args.get("priority", 0), profile=own.profile,
+            depends_on=args.get("depends_on", []), parent_id=scope.card_id,
+            created_by=scope.actor.name,
+        ), scope.kb.clock())
+    return json.dumps({"id": new.id, "status": new.status})
+
+
+def kanban_link(args: dict[str, Any], scope: WorkerScope) -> str:
+    card_id, depends_on = args["card_id"], args["depends_on_id"]
+    with scope.fenced() as conn:
+        dependencies.link(conn, card_id, depends_on, actor=scope.actor.name,
+                          now=scope.kb.clock(), board=scope.board)
+    return f"#{card_id} now depends on #{depends_on}"
+
+
+def register(registry: ToolRegistry) -> None:
+    def add(name: str, description: str, handler: Any, properties: dict[str, Any],
+            required: tuple[str, ...] = ()) -> None:
+        schema = {"type": "object", "properties": properties, "required": list(required),
+                  "additionalProperties": False}
+        registry.tool(name, description=description, toolset=TOOLSET, parameters=schema,
+                      takes_context=True)(handler)
+
+    add("kanban_show", "Show a card of this board (default: your own) with its goal, context, "
+        "dependencies' results, comments and earlier attempts.", kanban_show, {"card_id": _ID})
+    add("kanban_complete", "Finish your card: hand back a short summary (and optionally a "
+        "longer result). Ends your run.", kanban_complete,
+        {"summary": _TEXT, "result": {"type": "string"}}, ("summary",))
+    add("kanban_block", "Stop and ask a person for help, saying why. Ends your run.",
+        kanban_block, {"reason": _TEXT}, ("reason",))
+    add("kanban_heartbeat", "Report progress with a short note (also renews your lease).",
+        kanban_heartbeat, {"note": {"type": "string", "maxLength": 2000}})
+    add("kanban_comment", "Comment on a card of this board (default: your own).",
+        kanban_comment, {"body": _TEXT, "card_id": _ID}, ("body",))
+    add("kanban_create", "Create a sub-card on this board, delegated by your card.",
+        kanban_create, {"title": _TEXT, "goal": {"type": "string"},
+                        "context": {"type": "string"}, "priority": {"type": "integer"},
+                        "depends_on": {"type": "array", "items": _ID}}, ("title",))
+    add("kanban_link", "Make one card of this board depend on another.", kanban_link,
+        {"card_id": _ID, "depends_on_id": _ID}, ("card_id", "depends_on_id"))

@@ -1,0 +1,7 @@
+"""`python -m worker`: run one worker from its environment (plain-interpreter start)."""
+
+import sys
+
+from worker.main import main
+
+sys.exit(main())

@@ -1,0 +1,153 @@
+"""A warm parent that forks workers with everything already imported.
+
+Started by the dispatcher with a scrubbed environment (no credentials), it reads
+one JSON spawn request per line on stdin and answers `{"id", "pid"}` on stdout;
+when a worker exits it reports `{"exit": pid, "code": n}`. Each worker is a
+full process: its own session and process group, its own cwd, log and
+environment. EOF on stdin shuts the server down (workers keep running).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import selectors
+import signal
+import sys
+import traceback
+from typing import Any
+
+EXIT_INTERNAL = 70
+
+
+def preload() -> None:
+    """Import what a worker needs so a fork starts it in milliseconds."""
+    import sqlalchemy.dialects.sqlite.pysqlite  # noqa: F401
+
+    import agent
+    import agent.scripts  # noqa: F401
+    import tools.catalog  # noqa: F401
+    import worker.main  # noqa: F401
+
+    agent.preload()
+
+
+def run_child(request: dict[str, Any], inherited: list[int]) -> None:
+    """In the forked child: isolate, then run the worker; never returns."""
+    code = EXIT_INTERNAL
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        _redirect(request["log"])  # replaces fds 0-2 first, so closing the rest is safe
+        for fd in inherited:
+            if fd > 2:
+                os.close(fd)
+        os.makedirs(request["cwd"], mode=0o700, exist_ok=True)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        from worker.main import main
+
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _redirect(log_path: str) -> None:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)
+
+
+class ForkServer:
+    def __init__(self, stdin_fd: int, out_fd: int) -> None:
+        self.stdin_fd = stdin_fd
+        self.out_fd = out_fd
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.buffer = b""
+
+    def send(self, message: dict[str, Any]) -> None:
+        os.write(self.out_fd, (json.dumps(message) + "\n").encode())
+
+    def serve(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+        selector = selectors.DefaultSelector()
+        selector.register(self.stdin_fd, selectors.EVENT_READ)
+        selector.register(self.wake_r, selectors.EVENT_READ)
+        self.send({"ready": True, "pid": os.getpid()})
+        while True:
+            for key, _ in selector.select():
+                if key.fd == self.wake_r:
+                    self._drain_wakeups()
+                elif not self._read_requests():
+                    return
+            self._reap()
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _read_requests(self) -> bool:
+        data = os.read(self.stdin_fd, 65536)
+        if not data:
+            return False
+        self.buffer += data
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            if line.strip():
+                self._spawn(json.loads(line))
+        return True
+
+    def _spawn(self, request: dict[str, Any]) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            run_child(request, [self.stdin_fd, self.out_fd, self.wake_r, self.wake_w])
+        self.send({"id": request["id"], "pid": pid})
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def main() -> None:
+    # The protocol owns the original stdout; stray prints go to stderr instead.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    preload()
+    gc.collect()
+    gc.freeze()  # keep forked workers from copying pages the collector would touch
+    ForkServer(0, out_fd).serve()
+
+
+if __name__ == "__main__":
+    main()
