@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,26 @@ def steps_from_json(data: Any, *, source: str = "script") -> list[Step]:
     return [_step_from_json(item, f"{source}[{index}]") for index, item in enumerate(data)]
 
 
-def _step_from_json(item: Any, where: str) -> ModelResponse:
+def _step_from_json(item: Any, where: str) -> Step:
+    """One step; `delay_s` makes the model take that long to answer (simulated latency)."""
     if not isinstance(item, dict) or not ({"text", "tool_calls"} & item.keys()):
         raise FatalModelError(f"{where}: a step needs a 'text' or a 'tool_calls' key")
+    delay = item.get("delay_s", 0)
+    if not isinstance(delay, int | float) or isinstance(delay, bool) or not 0 <= delay <= 3600:
+        raise FatalModelError(f"{where}: 'delay_s' must be a number of seconds (0-3600)")
+    response = _response_from_json(item, where)
+    return _delayed(response, float(delay)) if delay else response
+
+
+def _delayed(response: ModelResponse, delay_s: float) -> Step:
+    def step(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        time.sleep(delay_s)  # stands in for a slow model
+        return response
+
+    return step
+
+
+def _response_from_json(item: dict[str, Any], where: str) -> ModelResponse:
     content = item.get("text")
     if content is not None and not isinstance(content, str):
         raise FatalModelError(f"{where}: 'text' must be a string")

@@ -76,8 +76,9 @@ class Dispatcher:
         with self.kb.db.write() as conn:
             self.id = control.register_dispatcher(conn, host=self.host, pid=os.getpid(),
                                                   now=self.kb.clock())
-        self.spawner = (ForkServerSpawner(base_env(self.env), self.wake) if self.opts.warm
-                        else SubprocessSpawner(self.wake))
+        self.spawner = (
+            ForkServerSpawner(base_env(self.env), self.wake, self.db_target)
+            if self.opts.warm else SubprocessSpawner(self.wake))
         path = None if self.kb.db.dialect != "sqlite" else self.kb.db.path
         self.watcher = ChangeWatcher(path, poll_s=self.opts.poll_s)
 

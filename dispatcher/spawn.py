@@ -37,14 +37,16 @@ class Spawner(Protocol):
 class ForkServerSpawner:
     """Workers forked from a pre-imported `worker.forkserver` process."""
 
-    def __init__(self, base_env: Mapping[str, str], wake: threading.Event) -> None:
+    def __init__(self, base_env: Mapping[str, str], wake: threading.Event,
+                 db_target: str | None = None) -> None:
         self.exits: queue.Queue[tuple[int, int]] = queue.Queue()
         self._wake = wake
         self._replies: dict[int, int] = {}
         self._cond = threading.Condition()
         self._next_id = 0
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.forkserver"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "worker.forkserver", *([db_target] if db_target else [])],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env=dict(base_env), start_new_session=True,
         )
         assert self._proc.stdout is not None

@@ -105,3 +105,43 @@ def _column(conn: Connection, board: str, status: CardStatus, limit: int) -> lis
              else [card_t.c.priority.desc(), card_t.c.id])
     rows = conn.execute(query.order_by(*order).limit(limit)).all()
     return [BoardCard(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class LiveWorker:
+    """A running card's worker as recorded on its run."""
+
+    card_id: int
+    board: str
+    title: str
+    attempt: int
+    pid: int | None
+    host: str | None
+    started_at: datetime
+    heartbeat_at: datetime | None
+    progress: str | None
+
+    def to_json(self, now: datetime) -> dict[str, object]:
+        return {
+            "card_id": self.card_id, "board": self.board, "title": self.title,
+            "attempt": self.attempt, "pid": self.pid, "host": self.host,
+            "started_at": self.started_at.isoformat(),
+            "runtime_s": round((now - self.started_at).total_seconds(), 1),
+            "heartbeat_age_s": (round((now - self.heartbeat_at).total_seconds(), 1)
+                                if self.heartbeat_at else None),
+            "progress": self.progress,
+        }
+
+
+def live_workers(conn: Connection, *, board: str | None = None) -> list[LiveWorker]:
+    query = (
+        select(card_t.c.id, card_t.c.board, card_t.c.title, card_t.c.attempt, run_t.c.pid,
+               run_t.c.host, run_t.c.started_at, run_t.c.heartbeat_at, run_t.c.progress)
+        .join(run_t, (run_t.c.card_id == card_t.c.id)
+              & (run_t.c.claim_token == card_t.c.claim_token))
+        .where(card_t.c.status == CardStatus.RUNNING)
+        .order_by(card_t.c.id)
+    )
+    if board is not None:
+        query = query.where(card_t.c.board == board)
+    return [LiveWorker(*row) for row in conn.execute(query).all()]

@@ -16,24 +16,35 @@ import selectors
 import signal
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from state.engine import Database
 
 EXIT_INTERNAL = 70
 
 
-def preload() -> None:
-    """Import what a worker needs so a fork starts it in milliseconds."""
+def preload(db_target: str | None) -> Database | None:
+    """Import what a worker needs, open its database and warm it, so a fork starts fast."""
     import sqlalchemy.dialects.sqlite.pysqlite  # noqa: F401
 
     import agent
     import agent.scripts  # noqa: F401
     import tools.catalog  # noqa: F401
     import worker.main  # noqa: F401
+    from state import open_database
+    from state.paths import DbLocation
+    from worker.warmup import warm
 
     agent.preload()
+    if db_target is None:
+        return None
+    db = open_database(DbLocation(db_target, "env"))
+    warm(db)
+    return db
 
 
-def run_child(request: dict[str, Any], inherited: list[int]) -> None:
+def run_child(request: dict[str, Any], inherited: list[int], db: Database | None) -> None:
     """In the forked child: isolate, then run the worker; never returns."""
     code = EXIT_INTERNAL
     try:
@@ -51,7 +62,8 @@ def run_child(request: dict[str, Any], inherited: list[int]) -> None:
         os.environ.update(request["env"])
         from worker.main import main
 
-        code = main()
+        code = main(db=db if db is not None and request["env"]["KANBAN_DB"] == db_target(db)
+                    else None)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
     except BaseException:
@@ -75,7 +87,8 @@ def _redirect(log_path: str) -> None:
 
 
 class ForkServer:
-    def __init__(self, stdin_fd: int, out_fd: int) -> None:
+    def __init__(self, stdin_fd: int, out_fd: int, db: Database | None) -> None:
+        self.db = db
         self.stdin_fd = stdin_fd
         self.out_fd = out_fd
         self.wake_r, self.wake_w = os.pipe()
@@ -125,7 +138,7 @@ class ForkServer:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            run_child(request, [self.stdin_fd, self.out_fd, self.wake_r, self.wake_w])
+            run_child(request, [self.stdin_fd, self.out_fd, self.wake_r, self.wake_w], self.db)
         self.send({"id": request["id"], "pid": pid})
 
     def _reap(self) -> None:
@@ -143,10 +156,14 @@ def main() -> None:
     # The protocol owns the original stdout; stray prints go to stderr instead.
     out_fd = os.dup(1)
     os.dup2(2, 1)
-    preload()
+    db = preload(sys.argv[1] if len(sys.argv) > 1 else None)
     gc.collect()
     gc.freeze()  # keep forked workers from copying pages the collector would touch
-    ForkServer(0, out_fd).serve()
+    ForkServer(0, out_fd, db).serve()
+
+
+def db_target(db: Database) -> str:
+    return str(db.path) if db.path is not None else db.engine.url.render_as_string(False)
 
 
 if __name__ == "__main__":

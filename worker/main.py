@@ -20,6 +20,7 @@ from kanban.service import Kanban
 from kanban.states import Outcome
 from state import open_database
 from state.config import Config, load_config
+from state.engine import Database
 from state.errors import ConfigError
 from state.paths import DbLocation
 from tools.catalog import REGISTRY
@@ -55,7 +56,8 @@ class WorkerEnv:
             raise ConfigError(f"worker environment incomplete: {exc}") from None
 
 
-def main(env: Mapping[str, str] | None = None) -> int:
+def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) -> int:
+    """Run the card named by the environment; `db` is a warm database from a forkserver."""
     env = os.environ if env is None else env
     try:
         wenv = WorkerEnv.from_env(env)
@@ -63,7 +65,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
         print(f"kanban worker: {exc}", file=sys.stderr)
         return EXIT_BAD_ENV
     location = DbLocation(wenv.db, "env")
-    db = open_database(location)
+    db = db or open_database(location)
     try:
         return run_card(Kanban(db), wenv, load_config(location.home / "config.toml"), env)
     finally:
