@@ -6,6 +6,8 @@ forkserver that wants them warm before it forks workers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agent.errors import FatalModelError, ModelError, TransientModelError
 from agent.hooks import AgentHooks
 from agent.loop import AgentResult, Limits, StopReason, run_agent
@@ -43,7 +45,10 @@ __all__ = [
 ]
 
 
-def preload() -> None:
-    """Import both SDKs and their adapters now, so forked workers start without paying for it."""
-    import agent.anthropic_model  # noqa: F401
-    import agent.openai_model  # noqa: F401
+def preload(providers: Iterable[str] = ("openai", "anthropic")) -> None:
+    """Import SDKs and their adapters now, so forked workers start without paying for it."""
+    wanted = set(providers)
+    if "openai" in wanted:
+        import agent.openai_model  # noqa: F401
+    if "anthropic" in wanted:
+        import agent.anthropic_model  # noqa: F401

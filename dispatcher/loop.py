@@ -77,10 +77,19 @@ class Dispatcher:
             self.id = control.register_dispatcher(conn, host=self.host, pid=os.getpid(),
                                                   now=self.kb.clock())
         self.spawner = (
-            ForkServerSpawner(base_env(self.env), self.wake, self.db_target)
+            ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
+                              self.providers_in_use())
             if self.opts.warm else SubprocessSpawner(self.wake))
         path = None if self.kb.db.dialect != "sqlite" else self.kb.db.path
         self.watcher = ChangeWatcher(path, poll_s=self.opts.poll_s)
+
+    def providers_in_use(self) -> set[str]:
+        """SDKs worth preloading: those of the profiles' models and of keys present."""
+        specs = [p.resolved_model(self.env) for p in self.config.profiles.values()]
+        found = {spec.split(":", 1)[0] for spec in specs}
+        found |= {name for name, key in (("openai", "OPENAI_API_KEY"),
+                                         ("anthropic", "ANTHROPIC_API_KEY")) if self.env.get(key)}
+        return found & {"openai", "anthropic"}
 
     def run(self, *, once: bool = False, until: Callable[[], bool] | None = None) -> None:
         """Loop until asked to stop (or, with `once`, one pass that waits for its workers)."""

@@ -5,9 +5,18 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
+
+_PROC = Path("/proc")
 
 
 def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process of the group exists.
+
+    Zombies count as dead: an orphaned worker's zombie may wait long for a reaper.
+    """
+    if _PROC.is_dir():
+        return any(True for _ in _live_members(pgid))
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -15,6 +24,20 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _live_members(pgid: int):  # type: ignore[no-untyped-def]
+    for entry in os.scandir(_PROC):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, pgrp = fields[0], int(fields[2])
+        if (pgrp == pgid or int(entry.name) == pgid) and state not in ("Z", "X"):
+            yield int(entry.name)
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -35,19 +58,9 @@ def kill_and_confirm(pgid: int, *, timeout: float = 5.0) -> bool:
     signal_group(pgid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
     delay = 0.001
-    while time.monotonic() < deadline:
-        if not group_alive(pgid) and not _pid_alive(pgid):
-            return True
-        time.sleep(delay)  # waiting for the kernel/parent to reap, not for a state we own
+    while group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)  # the kernel tears the processes down; nothing to wait on
         delay = min(delay * 2, 0.05)
-    return False
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

@@ -23,15 +23,14 @@ def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
     """A worker exited: record its exit code; requeue its card if it left it running."""
     c = worker.claim
     with d.kb.db.write() as conn:
+        if claims.is_current(conn, c.card_id, c.claim_token):
+            if worker.timed_out:
+                outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
+            else:
+                outcome, error = Outcome.CRASHED, f"worker exited with code {code}"
+            transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
+                                        actor=Actor(f"dispatcher:{d.id}", c.claim_token))
         claims.record_exit(conn, c.run_id, code)
-        if not claims.is_current(conn, c.card_id, c.claim_token):
-            return
-        if worker.timed_out:
-            outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
-        else:
-            outcome, error = Outcome.CRASHED, f"worker exited with code {code}"
-        transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
-                                    actor=Actor(f"dispatcher:{d.id}", c.claim_token))
 
 
 def police(d: Dispatcher, now: float) -> None:

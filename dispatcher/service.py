@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
 from dispatcher.loop import Dispatcher, DispatchOptions
 from kanban.service import Kanban
-from state.config import load_config
+from state.config import SCRIPTED_DEMO, load_config
 from state.paths import DbLocation
 
 
@@ -24,6 +24,18 @@ def build_dispatcher(kb: Kanban, location: DbLocation,
             require_board(conn, options.board)
     return Dispatcher(kb, config, home=location.home, db_target=location.target,
                       options=options)
+
+
+def startup_notes(dispatcher: Dispatcher) -> list[str]:
+    """What a person should know as the dispatcher starts."""
+    default = dispatcher.config.profile("default")
+    notes = [f"{dispatcher.max_workers} workers at most"
+             + ("" if dispatcher.opts.board is None else f", board {dispatcher.opts.board!r}")]
+    if default.model is None and default.resolved_model(dispatcher.env) == SCRIPTED_DEMO:
+        notes.append("no API key configured: the default profile uses the offline scripted "
+                     "demo model (set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a model in "
+                     "config.toml)")
+    return notes
 
 
 @contextmanager
@@ -45,8 +57,10 @@ def stop_on_signals(dispatcher: Dispatcher) -> Iterator[None]:
 
 
 def dispatch(kb: Kanban, location: DbLocation, options: DispatchOptions, *,
-             once: bool = False) -> Dispatcher:
+             once: bool = False, say: Callable[[str], None] = print) -> Dispatcher:
     dispatcher = build_dispatcher(kb, location, options)
+    for note in startup_notes(dispatcher):
+        say(note)
     with stop_on_signals(dispatcher):
         dispatcher.run(once=once)
     return dispatcher

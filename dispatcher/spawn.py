@@ -8,7 +8,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Protocol
 
@@ -38,14 +38,14 @@ class ForkServerSpawner:
     """Workers forked from a pre-imported `worker.forkserver` process."""
 
     def __init__(self, base_env: Mapping[str, str], wake: threading.Event,
-                 db_target: str | None = None) -> None:
+                 db_target: str | None = None, providers: Iterable[str] = ()) -> None:
         self.exits: queue.Queue[tuple[int, int]] = queue.Queue()
         self._wake = wake
         self._replies: dict[int, int] = {}
         self._cond = threading.Condition()
         self._next_id = 0
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.forkserver", *([db_target] if db_target else [])],
+            [sys.executable, "-m", "worker.forkserver", db_target or "", ",".join(providers)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env=dict(base_env), start_new_session=True,
         )

@@ -24,8 +24,11 @@ if TYPE_CHECKING:
 EXIT_INTERNAL = 70
 
 
-def preload(db_target: str | None) -> Database | None:
-    """Import what a worker needs, open its database and warm it, so a fork starts fast."""
+def preload(db_target: str | None, providers: list[str]) -> Database | None:
+    """Import what a worker needs, open its database and warm it, so a fork starts fast.
+
+    Only the SDKs of `providers` are imported; a worker needing another imports it itself.
+    """
     import sqlalchemy.dialects.sqlite.pysqlite  # noqa: F401
 
     import agent
@@ -36,7 +39,7 @@ def preload(db_target: str | None) -> Database | None:
     from state.paths import DbLocation
     from worker.warmup import warm
 
-    agent.preload()
+    agent.preload(providers)
     if db_target is None:
         return None
     db = open_database(DbLocation(db_target, "env"))
@@ -156,7 +159,9 @@ def main() -> None:
     # The protocol owns the original stdout; stray prints go to stderr instead.
     out_fd = os.dup(1)
     os.dup2(2, 1)
-    db = preload(sys.argv[1] if len(sys.argv) > 1 else None)
+    args = sys.argv[1:]
+    providers = args[1].split(",") if len(args) > 1 and args[1] else []
+    db = preload(args[0] if args and args[0] else None, providers)
     gc.collect()
     gc.freeze()  # keep forked workers from copying pages the collector would touch
     ForkServer(0, out_fd, db).serve()
