@@ -75,7 +75,7 @@ class Dispatcher:
             (self.home / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         with self.kb.db.write() as conn:
             self.id = control.register_dispatcher(conn, host=self.host, pid=os.getpid(),
-                                                  now=self.kb.clock())
+                                                  now=self.kb.clock(), board=self.opts.board)
         self.spawner = (
             ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
                               self.providers_in_use())

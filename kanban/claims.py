@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -10,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, text, update
 
-from kanban.errors import LeaseLost
+from kanban.errors import InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import Claim, MessageRecord, RunRecord
 from kanban.states import CardStatus
@@ -197,3 +199,29 @@ def lease_of(conn: Connection, card_id: int) -> datetime:
     """When the card's current lease expires (a running card always has one)."""
     return conn.execute(select(card_t.c.lease_expires_at).where(card_t.c.id == card_id)
                         ).scalar_one()
+
+
+def claim_card(conn: Connection, card_id: int, *, now: datetime, lease_s: float,
+               host: str | None = None, actor: str = "lead") -> Claim:
+    """Claim one specific ready card (the lead claims its own card this way)."""
+    token = secrets.token_hex(16)
+    lease_until = now + timedelta(seconds=lease_s)
+    row = conn.execute(
+        update(card_t)
+        .where(card_t.c.id == card_id, card_t.c.status == CardStatus.READY)
+        .values(status=CardStatus.RUNNING, claim_token=token, attempt=card_t.c.attempt + 1,
+                lease_expires_at=lease_until, started_at=now, updated_at=now)
+        .returning(card_t.c.board, card_t.c.attempt, card_t.c.profile, card_t.c.model,
+                   card_t.c.timeout_s)
+    ).first()
+    if row is None:
+        raise InvalidTransition(f"cannot claim #{card_id}: it is not ready")
+    board, attempt, profile, model, timeout_s = row
+    run_id = conn.execute(insert(run_t).returning(run_t.c.id), {
+        "card_id": card_id, "attempt": attempt, "claim_token": token, "host": host,
+        "pid": os.getpid(), "started_at": now, "heartbeat_at": now,
+        "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
+    }).scalar_one()
+    record_event(conn, board=board, card_id=card_id, run_id=run_id, kind="claimed", actor=actor,
+                 at=now, attempt=attempt, **status_change(CardStatus.READY, CardStatus.RUNNING))
+    return Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until)

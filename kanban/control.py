@@ -59,9 +59,11 @@ def pause_state(conn: Connection, board: str | None) -> PauseState:
     return PauseState(glob, local)
 
 
-def register_dispatcher(conn: Connection, *, host: str, pid: int, now: datetime) -> int:
+def register_dispatcher(conn: Connection, *, host: str, pid: int, now: datetime,
+                        board: str | None = None) -> int:
     return conn.execute(insert(dispatcher_t).returning(dispatcher_t.c.id), {
-        "host": host, "pid": pid, "started_at": now, "heartbeat_at": now}).scalar_one()
+        "host": host, "pid": pid, "board": board, "started_at": now,
+        "heartbeat_at": now}).scalar_one()
 
 
 def beat_dispatcher(conn: Connection, dispatcher_id: int, now: datetime) -> None:
@@ -81,13 +83,17 @@ class DispatcherInfo:
     pid: int
     started_at: datetime
     heartbeat_at: datetime
+    board: str | None = None
+
+    def serves(self, board: str) -> bool:
+        return self.board is None or self.board == board
 
 
 def live_dispatchers(conn: Connection, now: datetime,
                      stale_s: float = DISPATCHER_STALE_S) -> list[DispatcherInfo]:
     rows = conn.execute(
         select(dispatcher_t.c.id, dispatcher_t.c.host, dispatcher_t.c.pid,
-               dispatcher_t.c.started_at, dispatcher_t.c.heartbeat_at)
+               dispatcher_t.c.started_at, dispatcher_t.c.heartbeat_at, dispatcher_t.c.board)
         .where(dispatcher_t.c.stopped_at.is_(None),
                dispatcher_t.c.heartbeat_at >= now - timedelta(seconds=stale_s))
         .order_by(dispatcher_t.c.id)

@@ -51,7 +51,7 @@ class Limits:
     max_depth: int = 1
     max_children_per_card: int = 10
     child_timeout_s: float = 600.0
-    child_max_turns: int = 20
+    child_max_attempts: int = 2
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,7 @@ class Dispatcher(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     host: str = Field(max_length=255)
     pid: int
+    board: str | None = Field(default=None, max_length=64)  # None: serves every board
     started_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     heartbeat_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     stopped_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

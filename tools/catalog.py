@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tools import kanban_tools
+from tools import delegate, kanban_tools
 from tools.registry import ToolRegistry
 
 REGISTRY = ToolRegistry()
 kanban_tools.register(REGISTRY)
+delegate.register(REGISTRY)

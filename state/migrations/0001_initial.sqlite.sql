@@ -11,6 +11,7 @@ CREATE TABLE dispatcher (
 	id INTEGER NOT NULL, 
 	host VARCHAR(255) NOT NULL, 
 	pid INTEGER NOT NULL, 
+	board VARCHAR(64), 
 	started_at DATETIME NOT NULL, 
 	heartbeat_at DATETIME NOT NULL, 
 	stopped_at DATETIME, 

@@ -1,0 +1,1 @@
+"""The `kanban` command line: Typer commands over the board library, Rich views."""

@@ -1,0 +1,5 @@
+"""`python -m kanban.cli`."""
+
+from kanban.cli.app import main
+
+main()

@@ -1,0 +1,139 @@
+"""The board view: columns per state, readable at 80 columns."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from kanban.queries import BoardCard, BoardSnapshot
+from state.timeutil import utcnow
+
+MAIN_COLUMNS = ("todo", "ready", "running", "blocked", "done")
+EXTRA_COLUMNS = ("failed", "cancelled")
+TITLE_LINES = 2
+FINISHED = frozenset({"done", "failed", "cancelled"})
+STATUS_STYLE = {
+    "todo": "white", "ready": "cyan", "running": "yellow", "blocked": "red",
+    "done": "green", "failed": "bold red", "cancelled": "dim",
+}
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """A compact age: 12s, 3m, 2h, 5d."""
+    if since is None:
+        return "-"
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def cron_name(created_by: str) -> str | None:
+    return created_by.removeprefix("cron:") if created_by.startswith("cron:") else None
+
+
+def render_board(snapshot: BoardSnapshot) -> RenderableType:
+    now = snapshot.at or utcnow()
+    parts: list[RenderableType] = [board_header(snapshot), _columns(snapshot, MAIN_COLUMNS, now)]
+    extra = tuple(s for s in EXTRA_COLUMNS if snapshot.counts.get(s))
+    if extra:
+        parts.append(_columns(snapshot, extra, now))
+    return Group(*parts)
+
+
+def board_header(snapshot: BoardSnapshot) -> Text:
+    total = sum(snapshot.counts.values())
+    header = Text.assemble(("board ", "dim"), (snapshot.board, "bold"),
+                           (f" · {total} card{'s' if total != 1 else ''}", "dim"))
+    if snapshot.pause.paused:
+        scope = "global" if snapshot.pause.global_paused else "board"
+        if snapshot.pause.global_paused and snapshot.pause.board_paused:
+            scope = "global and board"
+        header.append(f" · spawning paused ({scope})", "bold red")
+    header.append(" · ")
+    header.append_text(dispatcher_liveness(snapshot))
+    return header
+
+
+def dispatcher_liveness(snapshot: BoardSnapshot) -> Text:
+    pids = [d.pid for d in snapshot.dispatchers]
+    if not pids:
+        return Text("no dispatcher", "yellow")
+    if len(pids) == 1:
+        return Text(f"dispatcher: alive (pid {pids[0]})", "green")
+    return Text(f"dispatchers: {len(pids)} alive (pids {', '.join(map(str, pids))})", "green")
+
+
+def _columns(snapshot: BoardSnapshot, statuses: tuple[str, ...], now: datetime) -> Table:
+    # One space between columns and none at the edges: 80 columns give five of 15 cells.
+    table = Table(box=box.SIMPLE_HEAD, expand=True, show_edge=False, padding=(0, 0),
+                  header_style="bold")
+    for status in statuses:
+        table.add_column(Text.assemble((status, STATUS_STYLE[status]),
+                                       (f" {snapshot.counts.get(status, 0)}", "dim")),
+                         ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)
+    table.add_row(*(_column_cell(snapshot, status, now) for status in statuses))
+    return table
+
+
+def _column_cell(snapshot: BoardSnapshot, status: str, now: datetime) -> RenderableType:
+    cards = snapshot.columns.get(status, [])
+    lines: list[RenderableType] = []
+    for card in cards:
+        lines.extend(card_lines(card, now))
+    hidden = snapshot.counts.get(status, 0) - len(cards)
+    if hidden > 0:
+        lines.append(Text(f"+{hidden} more", "dim italic"))
+    return Group(*lines)
+
+
+def card_lines(card: BoardCard, now: datetime) -> list[RenderableType]:
+    """A card: id and facts, its title in up to two lines, then the heartbeat if running."""
+    facts = Text.assemble((f"#{card.id}", "bold"))
+    if card.priority:
+        facts.append(f" p{card.priority}", "magenta")
+    facts.append(f" {age(card.updated_at if card.status in FINISHED else card.created_at, now)}",
+                 "dim")
+    cron = cron_name(card.created_by)
+    if cron:
+        facts.append(f" ⏰ {cron}", "blue")
+    lines: list[RenderableType] = [_clip(facts), Clamp(Text(card.title), TITLE_LINES)]
+    if card.status == "running":
+        beat = Text(f"♥ {age(card.heartbeat_at, now)}", "yellow")
+        if card.progress:
+            beat.append(" " + " ".join(card.progress.split()), "dim")
+        lines.append(_clip(beat))
+    return lines
+
+
+def _clip(text: Text) -> Text:
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
+
+
+class Clamp:
+    """Text wrapped to the column, cut to at most `lines` lines with an ellipsis."""
+
+    def __init__(self, text: Text, lines: int) -> None:
+        self.text = text
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wrapped = self.text.wrap(console, options.max_width, overflow="ellipsis")
+        if len(wrapped) > self.lines:
+            wrapped = wrapped[: self.lines]
+            last = wrapped[-1]
+            last.rstrip()
+            last.append("…")
+            last.truncate(options.max_width, overflow="ellipsis")
+        yield from wrapped
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)

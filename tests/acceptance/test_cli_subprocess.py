@@ -1,0 +1,74 @@
+"""The real `kanban` console script, run as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("kanban")
+KANBAN = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "kanban.cli"]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """The parent environment minus kanban settings, with a throwaway home."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KANBAN_")}
+    clean.update(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "home" / "data"),
+                 COLUMNS="80", NO_COLOR="1")
+    return clean
+
+
+def kanban(*args: str, cwd: Path, env: dict[str, str],
+           command: list[str] = KANBAN) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def ok(*args: str, cwd: Path, env: dict[str, str]) -> str:
+    done = kanban(*args, cwd=cwd, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return done.stdout
+
+
+def test_round_trip(tmp_path: Path, env: dict[str, str]) -> None:
+    assert "created at" in ok("init", cwd=tmp_path, env=env)
+    assert (tmp_path / ".kanban" / "kanban.db").exists()
+    assert ok("add", "Write the parser", "--priority", "5", cwd=tmp_path, env=env) == "#1\n"
+    assert ok("add", "Test the parser", cwd=tmp_path, env=env) == "#2\n"
+    assert ok("link", "2", "1", cwd=tmp_path, env=env) == "#2 now depends on #1\n"
+    assert ok("complete", "1", "--summary", "parser done", cwd=tmp_path,
+              env=env) == "#1 is done\n"
+    board = ok("board", cwd=tmp_path, env=env)
+    assert board.splitlines()[0] == "board default · 2 cards · no dispatcher"
+    assert all(len(line) <= 80 for line in board.splitlines())
+    detail = json.loads(ok("show", "2", "--json", cwd=tmp_path, env=env))
+    assert detail["card"]["status"] == "ready"  # promoted when #1 completed
+    assert detail["depends_on"] == [{"id": 1, "title": "Write the parser", "status": "done",
+                                     "result": "parser done"}]
+
+
+def test_error_is_one_line_without_traceback(tmp_path: Path, env: dict[str, str]) -> None:
+    module = [sys.executable, "-m", "kanban.cli.app"]
+    done = kanban("--db", str(tmp_path / "missing.db"), "show", "1", cwd=tmp_path, env=env,
+                  command=module)
+    assert done.returncode == 1
+    assert done.stderr == (f"kanban: error: no kanban database at {tmp_path / 'missing.db'} "
+                           "(run `kanban init` to create one)\n")
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_cli_import_stays_light(env: dict[str, str], tmp_path: Path) -> None:
+    heavy = ("openai", "anthropic", "agent", "dispatcher", "worker", "tools", "httpx")
+    probe = ("import sys, kanban.cli.app; "
+             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

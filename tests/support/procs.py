@@ -1,0 +1,68 @@
+"""Driving the real `kanban` CLI and dispatchers as subprocesses, and waiting for states."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+KANBAN = [sys.executable, "-m", "kanban.cli.app"]
+
+
+def kanban(db: Path, *args: str, env: Mapping[str, str] | None = None,
+           check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*KANBAN, "--db", str(db), *args], capture_output=True, text=True,
+                          env=dict(env or os.environ), timeout=60)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kanban {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def start_dispatcher(db: Path, *args: str, env: Mapping[str, str] | None = None,
+                     log: Path | None = None) -> subprocess.Popen[bytes]:
+    command = [*KANBAN, "--db", str(db), "dispatch", *args]
+    if log is None:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                env=dict(env or os.environ))
+    with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(env or os.environ))
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> int:
+    """SIGTERM a dispatcher and wait for its graceful exit."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=timeout)
+
+
+def wait_until(predicate: Callable[[], T], *, timeout: float, what: str,
+               interval: float = 0.05) -> T:
+    """Poll an observable state until it holds (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def query(db: Path, sql: str, *params: object) -> list[tuple]:
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def counts(db: Path) -> dict[str, int]:
+    return dict(query(db, "SELECT status, count(*) FROM card GROUP BY status"))
