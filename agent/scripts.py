@@ -155,3 +155,54 @@ def _first_line(value: str, limit: int = 200) -> str:
 
 
 register_script("demo", demo_steps)
+
+
+# --- the built-in `lead-demo` script: splits a goal and delegates it ------------------------
+
+
+def lead_demo_steps() -> list[Step]:
+    """Delegate research, outline, draft (after both) and review (after the draft); answer."""
+    return [_delegate_goal, _answer_from_children]
+
+
+def _delegate_goal(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    goal = _first_line(_goal_of(messages) or "the goal")
+    tasks = [
+        {"title": f"Research: {goal}"[:200], "goal": f"Collect the facts needed for: {goal}"},
+        {"title": f"Outline: {goal}"[:200], "goal": f"Propose a structure for: {goal}"},
+        {"title": f"Draft: {goal}"[:200], "goal": f"Write a draft of: {goal}", "after": [0, 1]},
+    ]
+    return tool_calls([("delegate", {"tasks": tasks})], text="Splitting the goal in three.")
+
+
+def _answer_from_children(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    children = _delegated_children(messages)
+    if not children:
+        return text("I could not delegate the work, so I have no answer.")
+    lines = [f"Answer for: {_first_line(_goal_of(messages) or 'the goal')}"]
+    for child in children:
+        outcome = child.get("summary") or child.get("error") or child.get("status")
+        lines.append(f"- #{child.get('id')} {child.get('title')}: {outcome}")
+    return text("\n".join(lines))
+
+
+def _goal_of(messages: Sequence[Message]) -> str | None:
+    for message in messages:
+        if message.role == "user" and message.content:
+            return message.content.removeprefix("Goal:").strip()
+    return None
+
+
+def _delegated_children(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    for message in reversed(messages):
+        if message.role == "tool" and not message.is_error:
+            try:
+                data = json.loads(message.content or "")
+            except ValueError:
+                continue
+            if isinstance(data, dict) and isinstance(data.get("children"), list):
+                return [c for c in data["children"] if isinstance(c, dict)]
+    return []
+
+
+register_script("lead-demo", lead_demo_steps)

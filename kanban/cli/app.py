@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kanban.cli import boards, cards, output, runtime
+from kanban.cli import boards, cards, lead, output, runtime
 from kanban.cli.context import DEFAULT_BOARD, CliState, init_location
 from kanban.cli.errors import KanbanGroup, exit_code_for
 from kanban.service import Kanban
@@ -73,6 +73,7 @@ app.command("resume")(boards.resume)
 app.command("status")(boards.status)
 app.command("dispatch")(runtime.dispatch)
 app.command("workers")(runtime.workers)
+app.command("run")(lead.run)
 app.add_typer(boards.boards_app, name="boards")
 
 
