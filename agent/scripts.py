@@ -157,6 +157,22 @@ def _first_line(value: str, limit: int = 200) -> str:
 register_script("demo", demo_steps)
 
 
+def slowed(steps: Iterable[Step], delay_s: float) -> list[Step]:
+    """The same steps, each answered after `delay_s` (to watch a demo unfold)."""
+
+    def slow(step: Step) -> Step:
+        def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+            time.sleep(delay_s)
+            return step(messages, tools) if callable(step) else step
+
+        return answer
+
+    return [slow(step) for step in steps]
+
+
+register_script("demo-slow", lambda: slowed(demo_steps(), 0.6))
+
+
 # --- the built-in `lead-demo` script: splits a goal and delegates it ------------------------
 
 

@@ -1,55 +1,83 @@
-"""`make demo`: a by-hand walkthrough of the board through the `kanban` CLI.
+"""`make demo`: the whole product offline, on a fresh `.kanban-demo/` board.
 
-It runs on a fresh `.kanban-demo/` database in the current directory. It will be
-replaced by an agent-driven demo once the dispatcher lands.
+A scripted lead splits a goal into cards (one depending on the others), a
+dispatcher forks workers that do them while the live board redraws, and the
+lead answers with their results.
 """
 
 from __future__ import annotations
 
-import shlex
 import shutil
+import threading
 from pathlib import Path
 
 import typer.main
 from rich.console import Console
+from rich.live import Live
 
 from kanban.cli.app import app
+from kanban.cli.views import render_board
 
 DEMO_DIR = Path(".kanban-demo")
-STEPS: tuple[tuple[str, ...], ...] = (
-    ("init",),
-    ("add", "Write the CSV parser", "--priority", "5", "--goal", "Parse RFC 4180 files"),
-    ("add", "Test the parser", "--depends-on", "1"),
-    ("add", "Document the file format"),
-    ("add", "Publish the release", "--depends-on", "2", "--depends-on", "3"),
-    ("comment", "1", "Watch out for quoted newlines."),
-    ("complete", "1", "--summary", "Parser handles quotes, newlines and BOMs."),
-    ("block", "3", "--reason", "Which format version do we document?"),
-    ("board",),
-    ("show", "2"),
-)
+GOAL = "Write a one-page guide to SQLite's write-ahead log"
+CONFIG = """# Demo: workers answer through the offline scripted model, slowed to be watchable.
+[profiles.default]
+model = "scripted:demo-slow"
+
+[profiles.lead]
+model = "scripted:lead-demo"
+"""
 
 
-def run(*args: str, db: Path) -> int:
+def cli(*args: str, db: Path) -> None:
     """One `kanban` command in-process, as the console script would run it."""
-    command = typer.main.get_command(app)
     try:
-        command.main(args=["--db", str(db), *args], prog_name="kanban")
+        typer.main.get_command(app).main(args=["--db", str(db), *args], prog_name="kanban")
     except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+        if exc.code:
+            raise
 
 
 def main() -> None:
+    from dispatcher.embedded import dispatcher_for
+    from kanban.service import Kanban
+    from state import DbLocation, open_database
+    from state.config import load_config
+    from worker.lead import lead_model, run_lead, start_lead
+
     console = Console(highlight=False)
     shutil.rmtree(DEMO_DIR, ignore_errors=True)
-    db = DEMO_DIR / "kanban.db"
-    for step in STEPS:
-        console.print(f"\n[bold]$ kanban {shlex.join(step)}[/bold]")
-        code = run(*step, db=db)
-        if code:
-            raise SystemExit(code)
-    console.print(f"\nThe demo board lives in {db}; try `kanban --db {db} board`.")
+    db_path = DEMO_DIR / "kanban.db"
+    console.print("[bold]$ kanban init[/bold]")
+    cli("init", db=db_path)
+    (DEMO_DIR / "config.toml").write_text(CONFIG)
+    location = DbLocation(str(db_path.absolute()), "flag")
+    db = open_database(location)
+    kb = Kanban(db)
+    config = load_config(location.home / "config.toml")
+    spec = lead_model(config, {}, None)
+    console.print(f'\n[bold]$ kanban run "{GOAL}"[/bold]  (lead model: {spec})')
+    claim = start_lead(kb, goal=GOAL, context="", board="default", model=spec,
+                       lease_s=config.limits.lease_s)
+    outcome: dict[str, object] = {}
+    with dispatcher_for(kb, location, "default"):
+        lead = threading.Thread(target=lambda: outcome.update(
+            result=run_lead(kb, claim, config=config, model_spec=spec, env={})))
+        lead.start()
+        with Live(render_board(kb.board_snapshot("default")), console=console,
+                  refresh_per_second=4) as live:
+            while lead.is_alive():
+                lead.join(0.25)
+                live.update(render_board(kb.board_snapshot("default")))
+    result = outcome["result"]
+    console.print("\n[bold]The lead's answer[/bold]")
+    console.print(getattr(result, "answer", None) or getattr(result, "error", "no answer"))
+    console.print("\n[bold]$ kanban board[/bold]")
+    cli("board", db=db_path)
+    console.print(f"\n[bold]$ kanban show {claim.card_id}[/bold]")
+    cli("show", str(claim.card_id), db=db_path)
+    db.dispose()
+    console.print(f"\nThe demo board lives in {db_path}; try `kanban --db {db_path} log 2`.")
 
 
 if __name__ == "__main__":

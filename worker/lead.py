@@ -48,13 +48,14 @@ class LeadResult:
 
 
 def lead_model(config: Config, env: Mapping[str, str], explicit: str | None) -> str:
-    """--model, else the `lead` (or default) profile's model, else the offline lead script."""
+    """--model, else the `lead` profile's model, else the default profile's real model,
+    else (offline) the scripted lead."""
     if explicit:
         return explicit
-    profile = config.profiles.get("lead", config.profile("default"))
-    if profile.model:
-        return profile.model
-    resolved = profile.resolved_model(env)
+    lead = config.profiles.get("lead")
+    if lead is not None and lead.model:
+        return lead.model
+    resolved = config.profile("default").resolved_model(env)
     return OFFLINE_LEAD if resolved.startswith("scripted:") else resolved
 
 
