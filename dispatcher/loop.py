@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cron.firing import fire_due_jobs
 from dispatcher import procs, rescue
 from dispatcher.environment import base_env, worker_env
 from dispatcher.local import LocalWorker, LocalWorkers
@@ -126,6 +127,7 @@ class Dispatcher:
         """The slow duties: expired leases, promotions, cron, liveness."""
         rescue.rescue_expired_leases(self)
         self.kb.promote_ready()
+        fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board)
         for hook in self.tick_hooks:
             hook(self)
         assert self.id is not None

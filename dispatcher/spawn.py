@@ -102,6 +102,8 @@ class ForkServerSpawner:
             self._proc.kill()
             self._proc.wait()
         self._reader.join(timeout=2)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
 
 
 class SubprocessSpawner:

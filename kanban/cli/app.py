@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kanban.cli import boards, cards, lead, output, runtime
+from kanban.cli import boards, cards, cron, lead, output, runtime
 from kanban.cli.context import DEFAULT_BOARD, CliState, init_location
 from kanban.cli.errors import KanbanGroup, exit_code_for
 from kanban.service import Kanban
@@ -75,6 +75,7 @@ app.command("dispatch")(runtime.dispatch)
 app.command("workers")(runtime.workers)
 app.command("run")(lead.run)
 app.add_typer(boards.boards_app, name="boards")
+app.add_typer(cron.cron_app, name="cron")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -19,7 +19,14 @@ from kanban.cli import output
 from kanban.cli.context import DEFAULT_BOARD, open_kanban
 from kanban.cli.params import Board, Json
 from kanban.cli.views import STATUS_STYLE
-from kanban.cron_jobs import CronJobDetail, CronJobRecord, CronJobs, NewCronJob, Overlap
+from kanban.cron_jobs import (
+    CronJobDetail,
+    CronJobRecord,
+    CronJobs,
+    NewCronJob,
+    Overlap,
+    UpcomingFire,
+)
 
 cron_app = typer.Typer(
     help="Cron jobs: put a card on a board on a schedule (a running dispatcher fires them).",
@@ -176,6 +183,18 @@ def job_view(detail: CronJobDetail) -> RenderableType:
         parts.append(Text("  none (disabled)", "dim"))
     parts.append(_cards_table(detail) if detail.cards else Text("no cards yet", "dim"))
     return Group(*parts)
+
+
+def upcoming_view(fires: Sequence[UpcomingFire], now: datetime) -> RenderableType:
+    """For `kanban status`: the next cron fires (from `kanban.cron_jobs.next_fires`)."""
+    if not fires:
+        return Text("cron: nothing scheduled", "dim")
+    lines = [Text("next cron fires:", "bold")]
+    for fire in fires:
+        overdue = Text(" (overdue: no dispatcher fired it)", "yellow") if fire.at < now else ""
+        lines.append(Text.assemble(f"  {when(fire.at, fire.timezone)}  {fire.job}",
+                                   (f" on {fire.board}", "dim"), overdue))
+    return Group(*lines)
 
 
 def _cards_table(detail: CronJobDetail) -> Table:

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from kanban.cards import get_card
 from kanban.claims import run_transcript
 from kanban.control import DispatcherInfo, live_dispatchers, pause_state
+from kanban.cron_jobs import UpcomingFire, next_fires
 from kanban.errors import BoardNotFound
-from kanban.queries import status_counts
+from kanban.queries import live_workers, status_counts
 from kanban.records import CardRecord, MessageRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -33,12 +34,16 @@ class Status:
     paused_globally: bool
     paused_boards: list[str]
     dispatchers: list[DispatcherInfo]
+    workers: int
+    next_fires: list[UpcomingFire]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "board": self.board, "counts": self.counts, "total": sum(self.counts.values()),
             "paused_globally": self.paused_globally, "paused_boards": self.paused_boards,
             "dispatchers": [dispatcher_json(d) for d in self.dispatchers],
+            "workers": self.workers,
+            "next_fires": [f.to_json() for f in self.next_fires],
         }
 
 
@@ -53,6 +58,8 @@ def status(kanban: Kanban, board: str | None = None) -> Status:
             paused_globally=pause_state(conn, None).global_paused,
             paused_boards=[str(b["name"]) for b in boards if b["paused"]],
             dispatchers=live_dispatchers(conn, kanban.clock()),
+            workers=len(live_workers(conn, board=board)),
+            next_fires=next_fires(kanban.db, kanban.clock(), board=board),
         )
 
 

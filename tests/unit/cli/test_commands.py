@@ -201,7 +201,7 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert status == {"board": None, "counts": {
         "todo": 0, "ready": 1, "running": 0, "blocked": 0, "done": 1, "failed": 0,
         "cancelled": 0}, "total": 2, "paused_globally": True, "paused_boards": ["ops"],
-        "dispatchers": []}
+        "dispatchers": [], "workers": 0, "next_fires": []}
     assert cli.json("status", "--board", "ops")["total"] == 0
     text = cli.ok("status").stdout
     assert "paused globally" in text and "no dispatcher" in text

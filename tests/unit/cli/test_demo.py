@@ -1,4 +1,4 @@
-"""`make demo` runs start to end on a fresh .kanban-demo/ database."""
+"""`make demo` runs start to end on a fresh .kanban-demo/ database: a lead, three workers."""
 
 from __future__ import annotations
 
@@ -16,5 +16,8 @@ def test_demo_walkthrough(capsys: pytest.CaptureFixture[str]) -> None:
     demo.main()
     out = capsys.readouterr().out
     assert "$ kanban init\nkanban database created at" in out
+    assert "The lead's answer\nAnswer for: Write a one-page guide" in out
     assert "board default · 4 cards · no dispatcher" in out
-    assert "#1 done Write the CSV parser" in out
+    assert "todo 0           ready 0         running 0       blocked 0       done 4" in out
+    for child in ("#2 done Research:", "#3 done Outline:", "#4 done Draft:"):
+        assert child in out  # the lead's tree in `kanban show 1`
