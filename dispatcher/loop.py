@@ -139,6 +139,9 @@ class Dispatcher:
         if slots <= 0:
             return
         flt = ClaimFilter(board=self.opts.board, exclude_profiles=self._profiles_at_cap())
+        with self.kb.db.read() as conn:
+            if not claims.has_claimable(conn, now=self.kb.clock(), flt=flt):
+                return
         claimed = self.kb.claim(slots, lease_s=self.lease_s, flt=flt, dispatcher_id=self.id,
                                 host=self.host)
         started = [(c, pid) for c in claimed if (pid := self.spawn(c)) is not None]

@@ -73,6 +73,17 @@ def _claim_statement(dialect: str, flt: ClaimFilter) -> Any:
     return stmt
 
 
+def has_claimable(conn: Connection, *, now: datetime, flt: ClaimFilter = ClaimFilter()) -> bool:
+    """A cheap read: is any card ready to claim? Saves taking the write lock for nothing."""
+    query = select(card_t.c.id).where(card_t.c.status == CardStatus.READY,
+                                      card_t.c.run_after <= now)
+    if flt.board is not None:
+        query = query.where(card_t.c.board == flt.board)
+    if flt.exclude_profiles:
+        query = query.where(card_t.c.profile.not_in(list(flt.exclude_profiles)))
+    return conn.execute(query.limit(1)).first() is not None
+
+
 def claim(conn: Connection, n: int, *, now: datetime, lease_s: float,
           flt: ClaimFilter = ClaimFilter(), dispatcher_id: int | None = None,
           host: str | None = None) -> list[Claim]:
