@@ -13,20 +13,18 @@ from kanban.service import Kanban
 from state.paths import DbLocation
 
 
-def serving_dispatchers(kb: Kanban, board: str) -> list[control.DispatcherInfo]:
-    with kb.db.read() as conn:
-        return [d for d in control.live_dispatchers(conn, kb.clock()) if d.serves(board)]
-
-
 @contextmanager
 def dispatcher_for(kb: Kanban, location: DbLocation, board: str) -> Iterator[Dispatcher | None]:
     """Yield None when a live dispatcher already serves `board`; else run one meanwhile."""
-    if serving_dispatchers(kb, board):
+    with kb.db.read() as conn:
+        serving = control.serving_dispatchers(conn, board, kb.clock())
+    if serving:
         yield None
         return
     dispatcher = build_dispatcher(kb, location, DispatchOptions(board=board,
                                                                 drain_timeout_s=10.0))
-    thread = threading.Thread(target=dispatcher.run, name="embedded-dispatcher", daemon=True)
+    dispatcher.start()  # here, so a failure to start reaches the caller
+    thread = threading.Thread(target=dispatcher.serve, name="embedded-dispatcher", daemon=True)
     thread.start()
     try:
         yield dispatcher

@@ -93,8 +93,13 @@ class Dispatcher:
         return found & {"openai", "anthropic"}
 
     def run(self, *, once: bool = False, until: Callable[[], bool] | None = None) -> None:
-        """Loop until asked to stop (or, with `once`, one pass that waits for its workers)."""
+        """Start, then loop until asked to stop (or, with `once`, one pass that waits for its
+        workers)."""
         self.start()
+        self.serve(once=once, until=until)
+
+    def serve(self, *, once: bool = False, until: Callable[[], bool] | None = None) -> None:
+        """The loop of a started dispatcher; shuts down when it ends."""
         try:
             while not self.stop_requested.is_set():
                 self.step()

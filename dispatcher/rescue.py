@@ -77,7 +77,8 @@ def rescue_expired_leases(d: Dispatcher) -> None:
         with d.kb.db.write() as conn:
             if not claims.is_current(conn, lease.card_id, lease.claim_token):
                 continue
-            if claims.lease_of(conn, lease.card_id) >= d.kb.clock():
+            renewed = claims.lease_of(conn, lease.card_id)
+            if renewed is not None and renewed >= d.kb.clock():
                 continue  # renewed meanwhile
             transitions.requeue_or_fail(conn, lease.card_id, Outcome.LEASE_LOST,
                                         "lease expired (no heartbeat)", now=d.kb.clock(),

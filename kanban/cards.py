@@ -14,6 +14,7 @@ from kanban.errors import BoardNotFound, CardNotFound, ValidationError
 from kanban.events import record_event
 from kanban.records import CardDetail, CardRecord, CommentRecord, EventRecord, RunRecord
 from kanban.states import CardStatus
+from state import rawsql
 from state.models import Board, Card, Comment, Dependency, Event, Run
 
 card_t = Card.__table__
@@ -91,6 +92,9 @@ def add_card(conn: Connection, new: NewCard, now: datetime) -> CardRecord:
     depth = 0
     if new.parent_id is not None:
         parent = get_card(conn, new.parent_id)
+        if parent.board != new.board:
+            raise ValidationError(f"parent #{parent.id} is on board {parent.board!r}, not "
+                                  f"{new.board!r}: children stay on their parent's board")
         depth = parent.depth + 1
     for dep in set(new.depends_on):
         check_link(conn, None, dep, board=new.board)
@@ -118,11 +122,18 @@ def add_card(conn: Connection, new: NewCard, now: datetime) -> CardRecord:
     return get_card(conn, card_id)
 
 
+_CARD_COLUMNS = tuple(column.name for column in card_t.columns)
+_GET_CARD = f"SELECT {', '.join(_CARD_COLUMNS)} FROM card WHERE id = :id"
+
+
 def get_card(conn: Connection, card_id: int, *, board: str | None = None) -> CardRecord:
-    row = conn.execute(select(card_t).where(card_t.c.id == card_id)).mappings().first()
-    if row is None or (board is not None and row["board"] != board):
+    row = rawsql.fetchone(conn, _GET_CARD, {"id": card_id})
+    if row is None:
         raise CardNotFound(card_id, board)
-    return CardRecord.from_row(row)
+    record = CardRecord.from_row(rawsql.row_dict(_CARD_COLUMNS, row))
+    if board is not None and record.board != board:
+        raise CardNotFound(card_id, board)
+    return record
 
 
 def cards_by_id(conn: Connection, ids: Iterable[int]) -> list[CardRecord]:

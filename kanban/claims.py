@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, text, update
+from sqlalchemy import Connection, insert, select, update
 
 from kanban.errors import InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import Claim, MessageRecord, RunRecord
 from kanban.states import CardStatus
+from state import rawsql
 from state.models import Card, Message, Run, Usage
-from state.timeutil import UTCDateTime
 
 card_t = Card.__table__
 run_t = Run.__table__
@@ -30,8 +30,14 @@ _PICK = """
       AND NOT EXISTS (SELECT 1 FROM setting WHERE key = 'spawn_paused' AND value = '1')
     ORDER BY c.priority DESC, c.id LIMIT :n
 """
-_RETURNING = "RETURNING card.id, card.board, card.attempt, card.claim_token, card.profile, " \
-             "card.model, card.timeout_s"
+_RETURNING = "RETURNING card.priority, card.id, card.board, card.attempt, card.claim_token, " \
+             "card.profile, card.model, card.timeout_s"
+_INSERT_RUN = """
+INSERT INTO run (card_id, attempt, claim_token, dispatcher_id, host, pid, started_at,
+                 heartbeat_at, input_tokens, output_tokens, cached_tokens)
+VALUES (:card_id, :attempt, :token, :dispatcher_id, :host, :pid, :now, :now, 0, 0, 0)
+RETURNING id
+"""
 _CLAIM_SQLITE = f"""
 UPDATE card SET status = 'running', claim_token = lower(hex(randomblob(16))),
     attempt = attempt + 1, lease_expires_at = :lease_until, started_at = :now, updated_at = :now
@@ -58,19 +64,14 @@ class ClaimFilter:
     exclude_profiles: Sequence[str] = ()
 
 
-def _claim_statement(dialect: str, flt: ClaimFilter) -> Any:
+def _claim_sql(dialect: str, flt: ClaimFilter) -> str:
     filters = ""
     if flt.board is not None:
         filters += " AND c.board = :board"
     if flt.exclude_profiles:
-        filters += " AND c.profile NOT IN :excluded"
-    sql = (_CLAIM_POSTGRES if dialect == "postgresql" else _CLAIM_SQLITE).format(filters=filters)
-    stmt = text(sql).bindparams(
-        bindparam("now", type_=UTCDateTime()), bindparam("lease_until", type_=UTCDateTime())
-    )
-    if flt.exclude_profiles:
-        stmt = stmt.bindparams(bindparam("excluded", expanding=True))
-    return stmt
+        names = ", ".join(f":excluded_{i}" for i in range(len(flt.exclude_profiles)))
+        filters += f" AND c.profile NOT IN ({names})"
+    return (_CLAIM_POSTGRES if dialect == "postgresql" else _CLAIM_SQLITE).format(filters=filters)
 
 
 def has_claimable(conn: Connection, *, now: datetime, flt: ClaimFilter = ClaimFilter()) -> bool:
@@ -94,16 +95,15 @@ def claim(conn: Connection, n: int, *, now: datetime, lease_s: float,
     params: dict[str, Any] = {"now": now, "lease_until": lease_until, "n": n}
     if flt.board is not None:
         params["board"] = flt.board
-    if flt.exclude_profiles:
-        params["excluded"] = list(flt.exclude_profiles)
-    rows = conn.execute(_claim_statement(conn.dialect.name, flt), params).all()
+    params.update({f"excluded_{i}": name for i, name in enumerate(flt.exclude_profiles)})
+    rows = rawsql.fetchall(conn, _claim_sql(conn.dialect.name, flt), params)
     claims = []
-    for card_id, board, attempt, token, profile, model, timeout_s in sorted(rows):
-        run_id = conn.execute(insert(run_t).returning(run_t.c.id), {
-            "card_id": card_id, "attempt": attempt, "claim_token": token,
-            "dispatcher_id": dispatcher_id, "host": host, "started_at": now,
-            "heartbeat_at": now, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
-        }).scalar_one()
+    # queue order: priority first, then age (RETURNING gives no order)
+    for _, card_id, board, attempt, token, profile, model, timeout_s in sorted(
+            rows, key=lambda r: (-r[0], r[1])):
+        run_id = rawsql.fetchone(conn, _INSERT_RUN, {
+            "card_id": card_id, "attempt": attempt, "token": token,
+            "dispatcher_id": dispatcher_id, "host": host, "pid": None, "now": now})[0]
         record_event(conn, board=board, card_id=card_id, run_id=run_id, kind="claimed",
                      actor=f"dispatcher:{dispatcher_id}" if dispatcher_id else "dispatcher",
                      at=now, attempt=attempt, **status_change(CardStatus.READY, CardStatus.RUNNING))
@@ -116,30 +116,31 @@ def heartbeat(conn: Connection, card_id: int, claim_token: str, *, run_id: int, 
               now: datetime, note: str | None = None) -> datetime:
     """Renew the lease (fenced); returns the new expiry."""
     until = now + timedelta(seconds=lease_s)
-    renewed = conn.execute(
-        update(card_t)
-        .where(card_t.c.id == card_id, card_t.c.claim_token == claim_token,
-               card_t.c.status == CardStatus.RUNNING)
-        .values(lease_expires_at=until)
-        .returning(card_t.c.board)
-    ).first()
+    renewed = rawsql.fetchone(
+        conn, "UPDATE card SET lease_expires_at = :until WHERE id = :card_id AND "
+              "claim_token = :token AND status = 'running' RETURNING board",
+        {"until": until, "card_id": card_id, "token": claim_token})
     if renewed is None:
         raise LeaseLost(f"lease on #{card_id} was lost; this worker must stop")
-    values: dict[str, Any] = {"heartbeat_at": now}
     if note:
-        values["progress"] = note[:2000]
+        note = note[:2000]
         record_event(conn, board=renewed[0], card_id=card_id, run_id=run_id, kind="progress",
-                     actor=f"card:#{card_id}", at=now, note=note[:2000])
-    conn.execute(update(run_t).where(run_t.c.id == run_id).values(**values))
+                     actor=f"card:#{card_id}", at=now, note=note)
+    rawsql.run(conn, "UPDATE run SET heartbeat_at = :now, progress = coalesce(:note, progress) "
+                     "WHERE id = :run_id AND card_id = :card_id AND claim_token = :token",
+               {"now": now, "note": note or None, "run_id": run_id, "card_id": card_id,
+                "token": claim_token})
     return until
 
 
 def set_run_process(conn: Connection, run_id: int, *, pid: int, host: str) -> None:
-    conn.execute(update(run_t).where(run_t.c.id == run_id).values(pid=pid, host=host))
+    rawsql.run(conn, "UPDATE run SET pid = :pid, host = :host WHERE id = :id",
+               {"pid": pid, "host": host, "id": run_id})
 
 
 def record_exit(conn: Connection, run_id: int, exit_code: int) -> None:
-    conn.execute(update(run_t).where(run_t.c.id == run_id).values(exit_code=exit_code))
+    rawsql.run(conn, "UPDATE run SET exit_code = :code WHERE id = :id",
+               {"code": exit_code, "id": run_id})
 
 
 @dataclass(frozen=True)
@@ -170,30 +171,38 @@ def running_leases(conn: Connection, *, board: str | None = None) -> list[Lease]
 
 
 def is_current(conn: Connection, card_id: int, claim_token: str) -> bool:
-    row = conn.execute(select(card_t.c.id).where(
-        card_t.c.id == card_id, card_t.c.claim_token == claim_token,
-        card_t.c.status == CardStatus.RUNNING)).first()
-    return row is not None
+    return rawsql.fetchone(
+        conn, "SELECT id FROM card WHERE id = :card_id AND claim_token = :token AND "
+              "status = 'running'", {"card_id": card_id, "token": claim_token}) is not None
 
 
 def append_message(conn: Connection, run_id: int, seq: int, message: dict[str, Any], *,
                    now: datetime) -> None:
     tool_calls = message.get("tool_calls") or None
-    conn.execute(insert(message_t), {
+    rawsql.run(conn, "INSERT INTO message (run_id, seq, role, content, tool_calls, tool_call_id, "
+                     "name, at) VALUES (:run_id, :seq, :role, :content, :tool_calls, "
+                     ":tool_call_id, :name, :at)", {
         "run_id": run_id, "seq": seq, "role": message["role"], "content": message.get("content"),
         "tool_calls": json.dumps(tool_calls) if tool_calls else None,
         "tool_call_id": message.get("tool_call_id"), "name": message.get("name"), "at": now,
     })
 
 
+_ADD_TOKENS = ("UPDATE {table} SET input_tokens = input_tokens + :input_tokens, "
+               "output_tokens = output_tokens + :output_tokens, "
+               "cached_tokens = cached_tokens + :cached_tokens WHERE id = :id")
+
+
 def record_usage(conn: Connection, run_id: int, card_id: int, model: str, *, input_tokens: int,
                  output_tokens: int, cached_tokens: int, now: datetime) -> None:
     tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens,
               "cached_tokens": cached_tokens}
-    conn.execute(insert(usage_t), {"run_id": run_id, "model": model, "at": now, **tokens})
-    for table, key in ((run_t, run_id), (card_t, card_id)):
-        conn.execute(update(table).where(table.c.id == key).values(
-            {table.c[k]: table.c[k] + val for k, val in tokens.items()}))
+    rawsql.run(conn, "INSERT INTO usage (run_id, model, input_tokens, output_tokens, "
+                     "cached_tokens, at) VALUES (:run_id, :model, :input_tokens, "
+                     ":output_tokens, :cached_tokens, :at)",
+               {"run_id": run_id, "model": model, "at": now, **tokens})
+    rawsql.run(conn, _ADD_TOKENS.format(table="run"), {"id": run_id, **tokens})
+    rawsql.run(conn, _ADD_TOKENS.format(table="card"), {"id": card_id, **tokens})
 
 
 def run_transcript(conn: Connection, card_id: int) -> list[tuple[RunRecord, list[MessageRecord]]]:
@@ -206,10 +215,11 @@ def run_transcript(conn: Connection, card_id: int) -> list[tuple[RunRecord, list
     return out
 
 
-def lease_of(conn: Connection, card_id: int) -> datetime:
-    """When the card's current lease expires (a running card always has one)."""
-    return conn.execute(select(card_t.c.lease_expires_at).where(card_t.c.id == card_id)
-                        ).scalar_one()
+def lease_of(conn: Connection, card_id: int) -> datetime | None:
+    """When the card's current lease expires (None once it is not running)."""
+    row = rawsql.fetchone(conn, "SELECT lease_expires_at FROM card WHERE id = :id",
+                          {"id": card_id})
+    return rawsql.as_time(row[0]) if row else None
 
 
 def claim_card(conn: Connection, card_id: int, *, now: datetime, lease_s: float,

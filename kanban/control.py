@@ -99,3 +99,8 @@ def live_dispatchers(conn: Connection, now: datetime,
         .order_by(dispatcher_t.c.id)
     ).all()
     return [DispatcherInfo(*row) for row in rows]
+
+
+def serving_dispatchers(conn: Connection, board: str, now: datetime) -> list[DispatcherInfo]:
+    """Live dispatchers that claim cards of `board`."""
+    return [d for d in live_dispatchers(conn, now) if d.serves(board)]

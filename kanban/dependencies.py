@@ -10,6 +10,7 @@ from sqlalchemy import Connection, and_, delete, exists, insert, select, update
 from kanban.errors import CardNotFound, DependencyError
 from kanban.events import record_event, status_change
 from kanban.states import CardStatus
+from state import rawsql
 from state.models import Card, Dependency
 
 card_t = Card.__table__
@@ -73,6 +74,11 @@ def link(conn: Connection, card_id: int, depends_on_id: int, *, actor: str, now:
     card_board, status = _card_row(conn, card_id)
     if board is not None and card_board != board:
         raise CardNotFound(card_id, board)
+    if conn.dialect.name == "postgresql":
+        # Serialise links per board, as BEGIN IMMEDIATE does on SQLite: two concurrent
+        # opposite links must not both pass the cycle check.
+        rawsql.run(conn, "SELECT name FROM board WHERE name = :board FOR UPDATE",
+                   {"board": card_board})
     check_link(conn, card_id, depends_on_id, board=card_board)
     if status not in _LINKABLE:
         raise DependencyError(f"cannot add a dependency to #{card_id}: it is {status}")
@@ -132,6 +138,43 @@ def promote_ready(conn: Connection, now: datetime, *, candidates: Iterable[int] 
         record_event(conn, board=board, card_id=card_id, kind="promoted", actor=actor, at=now,
                      **status_change(CardStatus.TODO, CardStatus.READY))
     return sorted(card_id for card_id, _ in promoted)
+
+
+_PROMOTE_DEPENDENTS = """
+UPDATE card SET status = 'ready', updated_at = :now, run_after = :now
+WHERE status = 'todo'
+  AND id IN (SELECT card_id FROM dependency WHERE depends_on_id = :done)
+  AND NOT EXISTS (SELECT 1 FROM dependency d JOIN card b ON b.id = d.depends_on_id
+                  WHERE d.card_id = card.id AND b.status != 'done')
+RETURNING id, board
+"""
+
+
+def promote_dependents(conn: Connection, done_id: int, now: datetime,
+                       actor: str = "system") -> list[int]:
+    """After `done_id` is done: its dependents whose dependencies are all done become ready."""
+    promoted = rawsql.fetchall(conn, _PROMOTE_DEPENDENTS, {"now": now, "done": done_id})
+    for card_id, board in promoted:
+        record_event(conn, board=board, card_id=card_id, kind="promoted", actor=actor, at=now,
+                     **status_change(CardStatus.TODO, CardStatus.READY))
+    return sorted(card_id for card_id, _ in promoted)
+
+
+_DEMOTE_DEPENDENTS = """
+UPDATE card SET status = 'todo', updated_at = :now
+WHERE status = 'ready' AND id IN (SELECT card_id FROM dependency WHERE depends_on_id = :redo)
+RETURNING id, board
+"""
+
+
+def demote_dependents(conn: Connection, redo_id: int, now: datetime,
+                      actor: str = "system") -> list[int]:
+    """A done card goes back to the queue: its ready dependents must wait for it again."""
+    demoted = rawsql.fetchall(conn, _DEMOTE_DEPENDENTS, {"now": now, "redo": redo_id})
+    for card_id, board in demoted:
+        record_event(conn, board=board, card_id=card_id, kind="demoted", actor=actor, at=now,
+                     **status_change(CardStatus.READY, CardStatus.TODO))
+    return sorted(card_id for card_id, _ in demoted)
 
 
 def dependents_of(conn: Connection, card_id: int) -> list[int]:

@@ -6,11 +6,12 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection
 
-from state.models import Event
+from state import rawsql
 
-event_t = Event.__table__
+_INSERT = ("INSERT INTO event (board, card_id, run_id, kind, actor, data, at) "
+           "VALUES (:board, :card_id, :run_id, :kind, :actor, :data, :at)")
 
 
 def record_event(
@@ -24,18 +25,10 @@ def record_event(
     run_id: int | None = None,
     **data: Any,
 ) -> None:
-    conn.execute(
-        insert(event_t),
-        {
-            "board": board,
-            "card_id": card_id,
-            "run_id": run_id,
-            "kind": kind,
-            "actor": actor,
-            "data": json.dumps(data, default=str, sort_keys=True),
-            "at": at,
-        },
-    )
+    rawsql.run(conn, _INSERT, {
+        "board": board, "card_id": card_id, "run_id": run_id, "kind": kind, "actor": actor,
+        "data": json.dumps(data, default=str, sort_keys=True), "at": at,
+    })
 
 
 def status_change(frm: str, to: str, **extra: Any) -> dict[str, Any]:

@@ -60,9 +60,12 @@ class Kanban:
         with self.db.write() as conn:
             dependencies.unlink(conn, card_id, depends_on_id, actor=actor, now=self.clock())
 
-    def comment(self, card_id: int, body: str, *, author: str = "user") -> int:
+    def comment(self, card_id: int, body: str, *, author: str | None = None,
+                actor: Actor | None = None) -> int:
+        """Comment on a card; a worker's actor makes the comment fenced by its lease."""
         with self.db.write() as conn:
-            return transitions.add_comment(conn, card_id, body, author=author, now=self.clock())
+            return transitions.add_comment(conn, card_id, body, now=self.clock(), actor=actor,
+                                           author=author or (actor.name if actor else "user"))
 
     # transitions
     def complete(self, card_id: int, summary: str, *, actor: Actor = USER) -> CardRecord:

@@ -1,8 +1,9 @@
 """Every change of a card's state: one function each, one event each.
 
-Callers hold a write transaction. A worker passes its claim token: the write is
-fenced (`claim_token = :token AND status = 'running'`) and a stale token raises
-LeaseLost instead of changing anything.
+Callers hold a write transaction. A worker passes its claim token: the change is
+one fenced `UPDATE … WHERE claim_token = :token AND status = 'running'`, and a
+stale token raises LeaseLost instead of changing anything. These run on the
+driver connection (state.rawsql): they are the hot path of every worker.
 """
 
 from __future__ import annotations
@@ -12,24 +13,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection
 
 from kanban import validation as v
 from kanban.cards import get_card
-from kanban.dependencies import promote_ready, unfinished_dependencies
-from kanban.errors import LeaseLost
+from kanban.dependencies import demote_dependents, promote_dependents, unfinished_dependencies
+from kanban.errors import CardNotFound, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import CardRecord
 from kanban.states import Action, CardStatus, Outcome, check
-from state.models import Card, Comment, Dependency, Run
-
-card_t = Card.__table__
-run_t = Run.__table__
-comment_t = Comment.__table__
-dep_t = Dependency.__table__
+from state import rawsql
 
 BACKOFF_BASE_S = 2.0
 BACKOFF_CAP_S = 300.0
+_LEASE_HELD = "id = :card_id AND claim_token = :token AND status = 'running'"
 
 
 @dataclass(frozen=True)
@@ -49,124 +46,132 @@ def retry_delay(attempt: int, *, rng: random.Random | None = None) -> float:
     return raw * (0.5 + 0.5 * (rng or random).random())
 
 
+def _lost(card_id: int) -> LeaseLost:
+    return LeaseLost(f"lease on #{card_id} was lost; this worker must stop")
+
+
 def assert_lease(conn: Connection, card_id: int, claim_token: str) -> None:
     """Raise LeaseLost unless `claim_token` still holds card_id's lease."""
-    row = conn.execute(
-        select(card_t.c.id).where(
-            card_t.c.id == card_id,
-            card_t.c.claim_token == claim_token,
-            card_t.c.status == CardStatus.RUNNING,
-        )
-    ).first()
+    row = rawsql.fetchone(conn, f"SELECT id FROM card WHERE {_LEASE_HELD}",
+                          {"card_id": card_id, "token": claim_token})
     if row is None:
-        raise LeaseLost(f"lease on #{card_id} was lost; this worker must stop")
+        raise _lost(card_id)
+
+
+def _current_status(conn: Connection, card_id: int, board: str | None) -> str:
+    row = rawsql.fetchone(conn, "SELECT status, board FROM card WHERE id = :id", {"id": card_id})
+    if row is None or (board is not None and row[1] != board):
+        raise CardNotFound(card_id, board)
+    return str(row[0])
 
 
 def _move(
     conn: Connection,
-    card: CardRecord,
+    card_id: int,
     action: Action,
     to: CardStatus,
     *,
     actor: Actor,
     now: datetime,
+    board: str | None = None,
     outcome: Outcome | None = None,
     kind: str | None = None,
     values: dict[str, Any] | None = None,
     **data: Any,
-) -> CardRecord:
-    """Check, update, close the run, write the event: one transition."""
-    check(action, card.status, card.id)
+) -> str:
+    """Check, update (fenced for workers), close the run, write the event; returns the board."""
+    params: dict[str, Any] = {"card_id": card_id}
+    if actor.claim_token is not None:
+        frm, where = CardStatus.RUNNING.value, _LEASE_HELD
+        params["token"] = actor.claim_token
+    else:
+        frm, where = _current_status(conn, card_id, board), "id = :card_id AND status = :frm"
+        params["frm"] = frm
+    check(action, frm, card_id)
     changes: dict[str, Any] = {"status": to, "updated_at": now, **(values or {})}
-    where = [card_t.c.id == card.id, card_t.c.status == card.status]
-    if card.status == CardStatus.RUNNING:
+    if frm == CardStatus.RUNNING:
         changes.update(claim_token=None, lease_expires_at=None)
-        if actor.claim_token is not None:
-            where.append(card_t.c.claim_token == actor.claim_token)
-    if conn.execute(update(card_t).where(and_(*where)).values(**changes)).rowcount != 1:
-        raise LeaseLost(f"lease on #{card.id} was lost; this worker must stop")
-    run_id = _close_run(conn, card.id, outcome, now, error=data.get("error")) if outcome else None
-    record_event(conn, board=card.board, card_id=card.id, run_id=run_id, kind=kind or action,
-                 actor=actor.name, at=now, **status_change(card.status, to, **data))
-    return get_card(conn, card.id)
+    params.update({f"set_{k}": value for k, value in changes.items()})
+    sets = ", ".join(f"{k} = :set_{k}" for k in changes)
+    row = rawsql.fetchone(conn, f"UPDATE card SET {sets} WHERE {where} RETURNING board", params)
+    if row is None:
+        raise _lost(card_id)
+    run_id = None
+    if outcome is not None and frm == CardStatus.RUNNING:
+        run_id = _close_run(conn, card_id, outcome, now, error=data.get("error"))
+    record_event(conn, board=row[0], card_id=card_id, run_id=run_id, kind=kind or action,
+                 actor=actor.name, at=now, **status_change(frm, to, **data))
+    return str(row[0])
 
 
 def _close_run(conn: Connection, card_id: int, outcome: Outcome, now: datetime,
-               error: str | None = None, exit_code: int | None = None) -> int | None:
-    row = conn.execute(
-        update(run_t)
-        .where(run_t.c.card_id == card_id, run_t.c.finished_at.is_(None))
-        .values(finished_at=now, outcome=outcome, error=error, exit_code=exit_code)
-        .returning(run_t.c.id)
-    ).first()
+               error: str | None = None) -> int | None:
+    row = rawsql.fetchone(conn, "UPDATE run SET finished_at = :now, outcome = :outcome, "
+                                "error = :error WHERE card_id = :card_id AND finished_at IS NULL "
+                                "RETURNING id",
+                          {"now": now, "outcome": outcome, "error": error, "card_id": card_id})
     return row[0] if row else None
-
-
-def _load(conn: Connection, card_id: int, actor: Actor, board: str | None) -> CardRecord:
-    if actor.claim_token is not None:
-        assert_lease(conn, card_id, actor.claim_token)
-    return get_card(conn, card_id, board=board)
 
 
 def complete(conn: Connection, card_id: int, summary: str, *, now: datetime,
              actor: Actor = USER, board: str | None = None, implicit: bool = False) -> CardRecord:
     v.text(summary, "summary", v.MAX_SUMMARY)
-    card = _load(conn, card_id, actor, board)
-    was_running = card.status == CardStatus.RUNNING
-    done = _move(conn, card, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now,
-                 outcome=Outcome.COMPLETED if was_running else None,
-                 values={"result": summary, "error": None, "finished_at": now},
-                 implicit=implicit)
-    dependents = select(dep_t.c.card_id).where(dep_t.c.depends_on_id == card_id)
-    promote_ready(conn, now, candidates=list(conn.execute(dependents).scalars()))
-    return done
+    _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
+          outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
+                                             "finished_at": now}, implicit=implicit)
+    promote_dependents(conn, card_id, now)
+    return get_card(conn, card_id)
 
 
 def block(conn: Connection, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
           board: str | None = None) -> CardRecord:
     v.text(reason, "reason", v.MAX_COMMENT, required=True)
-    card = _load(conn, card_id, actor, board)
-    blocked = _move(conn, card, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now,
-                    outcome=Outcome.BLOCKED if card.status == CardStatus.RUNNING else None,
-                    values={"error": reason}, reason=reason)
+    _move(conn, card_id, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now, board=board,
+          outcome=Outcome.BLOCKED, values={"error": reason}, reason=reason)
     add_comment(conn, card_id, f"blocked: {reason}", author=actor.name, now=now)
-    return blocked
+    return get_card(conn, card_id)
 
 
 def unblock(conn: Connection, card_id: int, note: str | None, *, now: datetime,
             actor: Actor = USER) -> CardRecord:
-    card = get_card(conn, card_id)
     to = _status_after_deps(conn, card_id)
+    _move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
+          values={"error": None, "run_after": now}, note=note)
     if note:
         add_comment(conn, card_id, f"unblocked: {note}", author=actor.name, now=now)
-    return _move(conn, card, Action.UNBLOCK, to, actor=actor, now=now,
-                 values={"error": None, "run_after": now}, note=note)
+    return get_card(conn, card_id)
 
 
 def cancel(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
-    card = get_card(conn, card_id)
-    return _move(conn, card, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
-                 outcome=Outcome.CANCELLED if card.status == CardStatus.RUNNING else None,
-                 values={"finished_at": now, "error": reason}, reason=reason)
+    _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
+          outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    return get_card(conn, card_id)
 
 
 def retry(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
-    """Return a finished card to the queue with a fresh attempt budget."""
+    """Return a finished card to the queue with a fresh attempt budget.
+
+    A done card that goes back sends its ready dependents back to todo: they must
+    wait for the redone result.
+    """
     card = get_card(conn, card_id)
     to = _status_after_deps(conn, card_id)
-    return _move(conn, card, Action.RETRY, to, actor=actor, now=now, values={
+    _move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
         "result": None, "error": None, "finished_at": None, "archived_at": None,
         "run_after": now, "retry_base": card.attempt,
     })
+    if card.status == CardStatus.DONE:
+        demote_dependents(conn, card_id, now, actor=actor.name)
+    return get_card(conn, card_id)
 
 
 def archive(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
     card = get_card(conn, card_id)
     check(Action.ARCHIVE, card.status, card_id)
     if card.archived_at is None:
-        conn.execute(update(card_t).where(card_t.c.id == card_id)
-                     .values(archived_at=now, updated_at=now))
+        rawsql.run(conn, "UPDATE card SET archived_at = :now, updated_at = :now WHERE id = :id",
+                   {"now": now, "id": card_id})
         record_event(conn, board=card.board, card_id=card_id, kind="archived", actor=actor.name,
                      at=now)
     return get_card(conn, card_id)
@@ -175,43 +180,55 @@ def archive(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USE
 def fail(conn: Connection, card_id: int, error: str, *, now: datetime, actor: Actor,
          outcome: Outcome = Outcome.FAILED) -> CardRecord:
     """A fatal error: fail at once, burning no further attempts."""
-    card = _load(conn, card_id, actor, None)
-    return _move(conn, card, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
-                 outcome=outcome, values={"error": error[:v.MAX_COMMENT], "finished_at": now},
-                 error=error[:v.MAX_COMMENT])
+    error = error[:v.MAX_COMMENT]
+    _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
+          values={"error": error, "finished_at": now}, error=error)
+    return get_card(conn, card_id)
 
 
 def requeue_or_fail(conn: Connection, card_id: int, outcome: Outcome, error: str, *,
                     now: datetime, actor: Actor, delay_s: float | None = None) -> CardRecord:
     """After a crash, timeout or lost lease: back to ready with backoff, or failed."""
-    card = _load(conn, card_id, actor, None)
+    if actor.claim_token is not None:
+        assert_lease(conn, card_id, actor.claim_token)
+    card = get_card(conn, card_id)
     error = error[:v.MAX_COMMENT]
     used = card.attempt - card.retry_base
     if used >= card.max_attempts:
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
-        return _move(conn, card, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
-                     outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
-    delay = retry_delay(card.attempt) if delay_s is None else delay_s
+        _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
+              outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
+        return get_card(conn, card_id)
+    delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
-    return _move(conn, card, Action.REQUEUE, CardStatus.READY, actor=actor, now=now,
-                 outcome=outcome, kind="requeued", values={"error": error, "run_after": run_after},
-                 error=error, run_after=run_after.isoformat())
+    _move(conn, card_id, Action.REQUEUE, CardStatus.READY, actor=actor, now=now, outcome=outcome,
+          kind="requeued", values={"error": error, "run_after": run_after}, error=error,
+          run_after=run_after.isoformat())
+    return get_card(conn, card_id)
 
 
 def add_comment(conn: Connection, card_id: int, body: str, *, author: str, now: datetime,
-                board: str | None = None) -> int:
+                board: str | None = None, actor: Actor | None = None) -> int:
+    """Comment on a card; with a worker's actor the comment is fenced by its lease."""
     v.text(body, "comment", v.MAX_COMMENT, required=True)
-    card = get_card(conn, card_id, board=board)
-    comment_id = conn.execute(
-        insert(comment_t).returning(comment_t.c.id),
-        {"card_id": card_id, "author": author, "body": body, "at": now},
-    ).scalar_one()
-    record_event(conn, board=card.board, card_id=card_id, kind="commented", actor=author, at=now,
+    if actor is not None and actor.claim_token is not None:
+        own = rawsql.fetchone(conn, "SELECT id FROM card WHERE claim_token = :token AND "
+                                    "status = 'running'", {"token": actor.claim_token})
+        if own is None:
+            raise LeaseLost(f"{actor.name}: lease lost; this worker must stop")
+    target = rawsql.fetchone(conn, "SELECT board FROM card WHERE id = :id", {"id": card_id})
+    if target is None or (board is not None and target[0] != board):
+        raise CardNotFound(card_id, board)
+    comment_id = rawsql.fetchone(
+        conn, "INSERT INTO comment (card_id, author, body, at) VALUES (:card_id, :author, "
+              ":body, :at) RETURNING id",
+        {"card_id": card_id, "author": author, "body": body, "at": now})[0]
+    record_event(conn, board=target[0], card_id=card_id, kind="commented", actor=author, at=now,
                  comment_id=comment_id)
-    return comment_id
+    return int(comment_id)
 
 
 def _status_after_deps(conn: Connection, card_id: int) -> CardStatus:
-    deps = list(conn.execute(select(dep_t.c.depends_on_id).where(dep_t.c.card_id == card_id))
-                .scalars())
+    deps = [row[0] for row in rawsql.fetchall(
+        conn, "SELECT depends_on_id FROM dependency WHERE card_id = :id", {"id": card_id})]
     return CardStatus.TODO if unfinished_dependencies(conn, deps) else CardStatus.READY

@@ -83,7 +83,13 @@ def load_config(path: Path) -> Config:
 
 def parse_config(raw: Mapping[str, Any], path: Path | None = None) -> Config:
     where = str(path or "config")
+    unknown = sorted(set(raw) - {"limits", "profiles"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (the tables are [limits] "
+                          "and [profiles.NAME])")
     limits = _build(Limits, raw.get("limits", {}), f"{where}: [limits]")
+    if limits.synchronous.upper() not in ("NORMAL", "FULL"):
+        raise ConfigError(f"{where}: [limits].synchronous must be NORMAL or FULL")
     profiles: dict[str, Profile] = {"default": Profile()}
     table = raw.get("profiles", {})
     if not isinstance(table, Mapping):

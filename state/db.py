@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from state.engine import Database, create_file, postgres_engine, sqlite_engine
 from state.errors import DatabaseError
-from state.migrations import migrate
+from state.migrations import check_version, migrate
 from state.paths import DbLocation
 
 
@@ -35,4 +38,28 @@ def _open_sqlite(location: DbLocation, *, create: bool, synchronous: str) -> Dat
             create_file(path)
         except OSError as exc:
             raise DatabaseError(f"cannot create database at {path}: {exc.strerror}") from None
+    elif path.stat().st_size:
+        _check_before_use(path)
     return Database(sqlite_engine(path, synchronous=synchronous), path=path)
+
+
+def _check_before_use(path: Path) -> None:
+    """Refuse a foreign, corrupt or newer file over a read-only connection, before the
+    engine's first connection switches it to WAL (which rewrites its header)."""
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"cannot open the database ({path}): {exc}") from None
+    try:
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version = 0 if not tables else None
+        if "schema_migration" in tables:
+            version = conn.execute("SELECT coalesce(max(id), 0) FROM schema_migration"
+                                   ).fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseError(f"the database file is corrupt or not a kanban database "
+                            f"({path}): {exc}") from None
+    finally:
+        conn.close()
+    check_version(version, str(path))

@@ -76,8 +76,9 @@ def sqlite_async_engine(path: Path, *, synchronous: str = "NORMAL") -> AsyncEngi
 
 
 def postgres_engine(url: str) -> Engine:
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            url = "postgresql+psycopg://" + url.removeprefix(scheme)
     return create_engine(url, pool_pre_ping=True)
 
 
@@ -115,10 +116,12 @@ class Database:
 
 @contextmanager
 def _translate_errors(db: Database) -> Iterator[None]:
+    """Operational SQLite failures (through SQLAlchemy or straight from the driver on the
+    hot path) become one-line DatabaseErrors; integrity errors stay programming errors."""
     try:
         yield
-    except (OperationalError, SADatabaseError) as exc:
-        orig = getattr(exc, "orig", None)
+    except (OperationalError, SADatabaseError, sqlite3.DatabaseError) as exc:
+        orig = getattr(exc, "orig", exc)
         if isinstance(orig, sqlite3.DatabaseError) and not isinstance(
             orig, sqlite3.IntegrityError
         ):

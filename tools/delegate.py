@@ -92,17 +92,23 @@ def _patience(scope: LeadScope, count: int) -> float:
 
 
 def wait_for(scope: LeadScope, ids: list[int], *, deadline: float) -> list[ChildStatus]:
-    """Block until every child is done, failed, cancelled or blocked (or the deadline)."""
+    """Block until every child is done, failed, cancelled or blocked; give up at the
+    deadline, or when no live dispatcher serves the board any more."""
     kb = scope.card.kb
     while True:
         with kb.db.read() as conn:
             statuses = children.children_status(conn, ids)
+            serving = control.serving_dispatchers(conn, scope.card.board, kb.clock())
         scope.on_progress(statuses)
         if all(s.settled for s in statuses):
             return statuses
+        reason = None
         if time.monotonic() > deadline:
-            cancel_children(scope, [s.id for s in statuses if not s.settled],
-                            reason="the lead stopped waiting (delegation timed out)")
+            reason = "the lead stopped waiting (delegation timed out)"
+        elif not serving:
+            reason = f"no live dispatcher serves board {scope.card.board!r}"
+        if reason is not None:
+            cancel_children(scope, [s.id for s in statuses if not s.settled], reason=reason)
             with kb.db.read() as conn:
                 return children.children_status(conn, ids)
         time.sleep(scope.poll_s)

@@ -84,6 +84,7 @@ def kanban_comment(args: dict[str, Any], scope: WorkerScope) -> str:
     target = args.get("card_id", scope.card_id)
     with scope.fenced() as conn:
         transitions.add_comment(conn, target, args["body"], author=scope.actor.name,
+                                actor=scope.actor,
                                 now=scope.kb.clock(), board=scope.board)
     return f"commented on #{target}"
 

@@ -1,0 +1,139 @@
+"""Migrating from empty yields exactly the schema the models declare, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, inspect
+from sqlmodel import SQLModel
+
+import state.models  # noqa: F401 - registers the tables on SQLModel.metadata
+from state.db import open_database
+from state.engine import postgres_engine
+from state.migrations import LATEST, MIGRATIONS
+from state.paths import DbLocation
+
+
+def sqlite_affinity(declared: str) -> str:
+    """SQLite's type affinity of a declared column type (section 3.1 of its datatype docs)."""
+    name = declared.upper()
+    if "INT" in name:
+        return "INTEGER"
+    if any(word in name for word in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if not name or "BLOB" in name:
+        return "BLOB"
+    if any(word in name for word in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
+
+
+def _clause(value: Any) -> str:
+    text = str(getattr(value, "text", value))
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def schema_of(engine: Engine) -> dict[str, Any]:
+    """Tables, columns, keys, uniques and indexes (with partial-index WHEREs), comparably."""
+    insp = inspect(engine)
+    sqlite = engine.dialect.name == "sqlite"
+    schema: dict[str, Any] = {}
+    for table in sorted(insp.get_table_names()):
+        columns = [
+            (c["name"], bool(c["nullable"]),
+             sqlite_affinity(str(c["type"])) if sqlite else c["type"].compile(engine.dialect))
+            for c in insp.get_columns(table)
+        ]
+        indexes = sorted(
+            (i["name"], tuple(i["column_names"]), bool(i["unique"]),
+             tuple(sorted((k, _clause(v)) for k, v in i.get("dialect_options", {}).items())),
+             tuple(sorted((k, tuple(v)) for k, v in i.get("column_sorting", {}).items())))
+            for i in insp.get_indexes(table)
+        )
+        schema[table] = {
+            "columns": columns,
+            "primary_key": insp.get_pk_constraint(table)["constrained_columns"],
+            "foreign_keys": sorted(
+                (tuple(f["constrained_columns"]), f["referred_table"],
+                 tuple(f["referred_columns"])) for f in insp.get_foreign_keys(table)),
+            "unique": sorted(tuple(u["column_names"])
+                             for u in insp.get_unique_constraints(table)),
+            "indexes": indexes,
+        }
+    return schema
+
+
+def sqlite_index_sql(engine: Engine) -> dict[str, str]:
+    """Index definitions as SQLite stores them (reflection drops DESC)."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        return {name: _clause(sql).replace('"', "") for name, sql in rows}
+
+
+def test_migrations_are_numbered_in_order() -> None:
+    assert [m.id for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
+    assert MIGRATIONS[-1].id == LATEST
+    assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
+
+
+def test_sqlite_migrated_from_empty_equals_the_models(tmp_path: Path) -> None:
+    migrated = open_database(DbLocation(str(tmp_path / "migrated.db"), "flag"), create=True)
+    declared = create_engine(f"sqlite:///{tmp_path / 'declared.db'}")
+    SQLModel.metadata.create_all(declared)
+    try:
+        got, want = schema_of(migrated.engine), schema_of(declared)
+        assert got.keys() == want.keys()
+        for table in want:
+            assert got[table] == want[table], table
+        assert sqlite_index_sql(migrated.engine) == sqlite_index_sql(declared)
+        # The comparison is not vacuous: the ready queue is a partial index.
+        ready_queue = {i[0]: i for i in got["card"]["indexes"]}["ix_card_ready_queue"]
+        assert ready_queue[3] == (("sqlite_where", "status = 'ready'"),)
+        assert "priority desc, id" in sqlite_index_sql(migrated.engine)["ix_card_ready_queue"]
+    finally:
+        migrated.dispose()
+        declared.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_migrated_from_empty_equals_the_models(pg_url: str, tmp_path: Path) -> None:
+    migrated = open_database(DbLocation(pg_url, "flag"))
+    try:
+        got = schema_of(migrated.engine)
+        with migrated.engine.begin() as conn:  # rebuild the same database from the models
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
+        declared = postgres_engine(pg_url)
+        SQLModel.metadata.create_all(declared)
+        want = schema_of(declared)
+        declared.dispose()
+        assert got.keys() == want.keys()
+        for table in want:
+            assert got[table] == want[table], table
+        ready_queue = {i[0]: i for i in got["card"]["indexes"]}["ix_card_ready_queue"]
+        assert "status" in dict(ready_queue[3])["postgresql_where"]
+        assert dict(ready_queue[4]) == {"priority": ("desc",)}
+    finally:
+        migrated.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_migration_is_idempotent_and_refuses_newer(pg_url: str) -> None:
+    from state.errors import SchemaTooNewError
+    from state.migrations import migrate
+
+    db = open_database(DbLocation(pg_url, "flag"))
+    try:
+        assert migrate(db) == 0
+        with db.write() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO schema_migration (id, name, applied_at) VALUES (%s, 'future', now())",
+                (LATEST + 1,))
+    finally:
+        db.dispose()
+    with pytest.raises(SchemaTooNewError, match="newer kanban"):
+        open_database(DbLocation(pg_url, "flag"))

@@ -1,0 +1,340 @@
+"""Opening databases (refusals, creation, pragmas, BEGIN IMMEDIATE), paths, config, async engine."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from state.config import Limits, Profile, load_config
+from state.db import open_database
+from state.engine import BUSY_TIMEOUT_MS, postgres_engine, sqlite_async_engine, sqlite_engine
+from state.errors import ConfigError, DatabaseError, SchemaTooNewError
+from state.migrations import LATEST
+from state.paths import DbLocation, resolve_db
+from tests.support.db import open_sqlite
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def flag(path: Path) -> DbLocation:
+    return DbLocation(str(path), "flag")
+
+
+# Refusals
+
+
+def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "kanban.db"
+    db = open_sqlite(path)
+    with db.write() as conn:
+        conn.exec_driver_sql("INSERT INTO schema_migration (id, name, applied_at) "
+                             "VALUES (?, 'from the future', '2030-01-01 00:00:00')", (LATEST + 1,))
+    db.dispose()
+    before = digest(path)
+    with pytest.raises(SchemaTooNewError, match=rf"newer kanban \(schema {LATEST + 1}, this "
+                                                rf"version knows {LATEST}\)") as caught:
+        open_database(flag(path))
+    assert str(caught.value).startswith(str(path))
+    assert digest(path) == before
+
+
+def test_a_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.close()
+    with pytest.raises(DatabaseError, match=f"{path} is not a kanban database"):
+        open_database(flag(path))
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    conn.close()
+    assert tables == ["invoices"]
+
+
+def test_a_refused_foreign_database_is_left_byte_for_byte_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.close()
+    before = digest(path)
+    with pytest.raises(DatabaseError):
+        open_database(flag(path))
+    assert digest(path) == before
+
+
+@pytest.mark.parametrize("content", [b"not a database at all\n" * 200, b"\x00\xff" * 4096])
+def test_a_garbage_file_is_refused(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "kanban.db"
+    path.write_bytes(content)
+    with pytest.raises(DatabaseError, match="corrupt or not a kanban database"):
+        open_database(flag(path))
+    assert path.read_bytes() == content
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseError, match="is a directory"):
+        open_database(flag(tmp_path))
+
+
+# Creation
+
+
+@pytest.mark.parametrize("source", ["flag", "env", "project"])
+def test_a_missing_explicit_database_is_refused_and_nothing_created(
+    tmp_path: Path, source: str
+) -> None:
+    path = tmp_path / "nested" / "kanban.db"
+    with pytest.raises(DatabaseError, match="no kanban database at .*kanban init"):
+        open_database(DbLocation(str(path), source))
+    assert not path.parent.exists()
+
+
+def test_create_makes_the_file_private_with_its_folder(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "deeper" / "kanban.db"
+    db = open_database(flag(path), create=True)
+    db.dispose()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) & 0o077 == 0
+    assert open_database(flag(path)).dispose() is None  # now it opens without create
+
+
+def test_the_user_wide_default_is_created_on_first_use(tmp_path: Path) -> None:
+    location = resolve_db(env={"XDG_DATA_HOME": str(tmp_path / "data")}, cwd=tmp_path)
+    assert location.implicit
+    open_database(location).dispose()
+    assert stat.S_IMODE(location.path.stat().st_mode) == 0o600
+
+
+# Connections: pragmas and BEGIN IMMEDIATE
+
+
+@pytest.mark.parametrize(("synchronous", "level"), [("NORMAL", 1), ("FULL", 2), ("full", 2)])
+def test_pragmas_hold_on_every_connection(tmp_path: Path, synchronous: str, level: int) -> None:
+    db = open_sqlite(tmp_path / "kanban.db", synchronous=synchronous)
+    try:
+        # Several pooled connections at once, each set up by the engine's connect hook.
+        conns = [db.engine.raw_connection() for _ in range(3)]
+        for conn in conns:
+            pragmas = {name: conn.cursor().execute(f"PRAGMA {name}").fetchone()[0]
+                       for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")}
+            assert pragmas == {"journal_mode": "wal", "synchronous": level, "foreign_keys": 1,
+                               "busy_timeout": BUSY_TIMEOUT_MS}
+        for conn in conns:
+            conn.close()
+        with db.read() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    finally:
+        db.dispose()
+
+
+def test_synchronous_must_be_normal_or_full(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseError, match="synchronous must be NORMAL or FULL"):
+        sqlite_engine(tmp_path / "kanban.db", synchronous="OFF")
+
+
+def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
+    db = open_sqlite(tmp_path / "kanban.db")
+    try:
+        with pytest.raises(IntegrityError), db.write() as conn:
+            conn.exec_driver_sql("INSERT INTO comment (card_id, author, body, at) "
+                                 "VALUES (999, 'user', 'orphan', '2025-01-01 00:00:00')")
+    finally:
+        db.dispose()
+
+
+def test_write_takes_the_write_lock_at_begin_and_read_does_not(tmp_path: Path) -> None:
+    path = tmp_path / "kanban.db"
+    db = open_sqlite(path)
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        with db.read():
+            other.execute("BEGIN IMMEDIATE")  # a reader leaves the write lock free
+            other.execute("ROLLBACK")
+        # No statement yet: BEGIN IMMEDIATE alone holds the lock.
+        with db.write(), pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            other.execute("BEGIN IMMEDIATE")
+    finally:
+        other.close()
+        db.dispose()
+
+
+# Where the database is
+
+
+def test_resolve_order(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".kanban").mkdir(parents=True)
+    (project / ".kanban" / "kanban.db").touch()
+    deep = project / "src" / "pkg"
+    deep.mkdir(parents=True)
+    env = {"KANBAN_DB": str(tmp_path / "env.db"), "XDG_DATA_HOME": str(tmp_path / "data")}
+
+    flag_wins = resolve_db(str(tmp_path / "flag.db"), env=env, cwd=deep)
+    assert (flag_wins.source, flag_wins.target) == ("flag", str(tmp_path / "flag.db"))
+    env_wins = resolve_db(None, env=env, cwd=deep)
+    assert (env_wins.source, env_wins.target) == ("env", str(tmp_path / "env.db"))
+    project_wins = resolve_db(None, env={**env, "KANBAN_DB": ""}, cwd=deep)
+    assert (project_wins.source, project_wins.path) == ("project",
+                                                        project / ".kanban" / "kanban.db")
+    user = resolve_db(None, env={"XDG_DATA_HOME": str(tmp_path / "data")}, cwd=tmp_path)
+    assert (user.source, user.path) == ("user", tmp_path / "data" / "kanban" / "kanban.db")
+    assert user.home == tmp_path / "data" / "kanban"
+
+
+def test_user_data_dir_falls_back_to_home(tmp_path: Path) -> None:
+    location = resolve_db(env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert location.path == tmp_path / ".local" / "share" / "kanban" / "kanban.db"
+
+
+def test_the_process_environment_is_isolated(isolated_home: Path) -> None:
+    location = resolve_db(cwd=isolated_home)
+    assert location.source == "user"
+    assert location.path.is_relative_to(isolated_home)
+
+
+def test_postgres_urls_are_kept_verbatim() -> None:
+    url = "postgresql://kanban@db.example/kanban"
+    location = resolve_db(url, env={}, cwd=Path("/"))
+    assert location.is_postgres and location.target == url
+    assert resolve_db(None, env={"KANBAN_DB": "postgres://h/db"}, cwd=Path("/")).is_postgres
+
+
+def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resolve_db("boards/k.db", env={}).path == tmp_path / "boards" / "k.db"
+
+
+# config.toml
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_missing_config_gives_the_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "config.toml")
+    assert config.limits == Limits() and config.profile("default") == Profile()
+
+
+def test_a_valid_config_is_parsed(tmp_path: Path) -> None:
+    path = write_config(tmp_path, """
+[limits]
+lease_s = 10
+max_workers = 4
+synchronous = "FULL"
+
+[profiles.coder]
+model = "scripted:demo"
+toolsets = ["kanban", "shell"]
+timeout_s = 120
+token_budget = 5000
+""")
+    config = load_config(path)
+    assert (config.limits.lease_s, config.limits.max_workers) == (10.0, 4)
+    coder = config.profile("coder")
+    assert (coder.name, coder.model, coder.toolsets, coder.timeout_s) == (
+        "coder", "scripted:demo", ("kanban", "shell"), 120.0)
+    with pytest.raises(ConfigError, match="unknown profile 'writer' \\(known: coder, default\\)"):
+        config.profile("writer")
+
+
+BAD_CONFIGS = {
+    "malformed toml": ("[limits\nlease_s = 1", "malformed config"),
+    "unknown limit": ("[limits]\nlease = 3", r"\[limits\]: unknown key 'lease'"),
+    "unknown profile key": ("[profiles.x]\nmodle = 'a'", r"\[profiles.x\]: unknown key 'modle'"),
+    "profile renamed": ("[profiles.x]\nname = 'y'", "unknown key 'name'"),
+    "string for float": ("[limits]\nlease_s = 'soon'", "lease_s must be a positive number"),
+    "zero float": ("[limits]\nlease_s = 0", "lease_s must be a positive number"),
+    "bool for int": ("[limits]\nmax_workers = true", "max_workers must be a non-negative"),
+    "negative int": ("[limits]\nmax_depth = -1", "max_depth must be a non-negative integer"),
+    "float for int": ("[limits]\nmax_depth = 1.5", "max_depth must be a non-negative integer"),
+    "string for list": ("[profiles.x]\ntoolsets = 'kanban'", "toolsets must be a list of str"),
+    "int for string": ("[profiles.x]\nmodel = 5", "model must be a string"),
+    "limits not a table": ("limits = 3", r"\[limits\] must be a table"),
+    "profiles not a table": ("profiles = 3", r"\[profiles\] must be a table"),
+    "profile not a table": ("[profiles]\nx = 3", r"\[profiles.x\] must be a table"),
+    "not utf-8": ("", "malformed config"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_bad_config_names_the_file(tmp_path: Path, case: str) -> None:
+    text, message = BAD_CONFIGS[case]
+    path = write_config(tmp_path, text)
+    if case == "not utf-8":
+        path.write_bytes(b"[limits]\nlease_s = 1 # \xff\xfe\n")
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+def test_an_unknown_top_level_table_is_refused(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "[limit]\nlease_s = 5\n")
+    with pytest.raises(ConfigError, match="unknown key 'limit'"):
+        load_config(path)
+
+
+# The asyncio engine
+
+
+def test_async_read_then_write_transactions_serialise(tmp_path: Path) -> None:
+    path = tmp_path / "kanban.db"
+    open_sqlite(path).dispose()
+    tasks, increments = 8, 15
+
+    async def bump(engine: object) -> None:
+        for _ in range(increments):
+            async with engine.connect() as conn, conn.begin():  # type: ignore[attr-defined]
+                result = await conn.exec_driver_sql(
+                    "SELECT value FROM setting WHERE key = 'counter'")
+                value = int(result.scalar_one())
+                await asyncio.sleep(0)  # let the other tasks try to interleave
+                await conn.exec_driver_sql(
+                    "UPDATE setting SET value = ? WHERE key = 'counter'", (str(value + 1),))
+
+    async def main() -> int:
+        engine = sqlite_async_engine(path)
+        try:
+            async with engine.begin() as conn:
+                await conn.exec_driver_sql(
+                    "INSERT INTO setting (key, value) VALUES ('counter', '0')")
+            await asyncio.gather(*(bump(engine) for _ in range(tasks)))
+            async with engine.connect() as conn:
+                result = await conn.exec_driver_sql(
+                    "SELECT value FROM setting WHERE key = 'counter'")
+                return int(result.scalar_one())
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(main()) == tasks * increments
+
+
+def test_postgresql_urls_get_the_psycopg_driver() -> None:
+    engine = postgres_engine("postgresql://kanban@db.example/kanban")
+    assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
+
+
+def test_postgres_scheme_urls_get_the_psycopg_driver() -> None:
+    location = resolve_db("postgres://kanban@db.example/kanban", env={})
+    assert location.is_postgres
+    engine = postgres_engine(location.target)
+    assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
+
+
+def test_postgres_fixtures_skip_cleanly_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tests.support.db as support
+
+    monkeypatch.setattr(support, "PG_PORT", 1)  # nothing listens there
+    with pytest.raises(pytest.skip.Exception, match="no PostgreSQL server"), \
+            support.fresh_postgres_database():
+        pytest.fail("a database was created without a server")  # pragma: no cover
