@@ -169,8 +169,10 @@ class Dispatcher:
             "KANBAN_CARD": str(claim.card_id), "KANBAN_CLAIM_TOKEN": claim.claim_token,
             "KANBAN_RUN": str(claim.run_id), "KANBAN_LEASE_S": str(self.lease_s),
         })
+        board_dir = self.home / "workspaces" / claim.board
+        board_dir.mkdir(mode=0o700, exist_ok=True)  # each level private, not just the last
         request = SpawnRequest(
-            env=env, cwd=str(self.home / "workspaces" / claim.board / str(claim.card_id)),
+            env=env, cwd=str(board_dir / str(claim.card_id)),
             log=str(self.home / "logs" / f"{claim.card_id}-{claim.attempt}.log"))
         try:
             pid = self.spawner.spawn(request)

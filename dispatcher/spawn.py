@@ -120,6 +120,7 @@ class SubprocessSpawner:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "worker"], env=dict(request.env), cwd=request.cwd,
                 stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
+                umask=0o077,
             )
         except OSError as exc:
             raise SpawnError(f"cannot start a worker: {exc}") from None

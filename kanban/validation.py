@@ -18,7 +18,14 @@ BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
+MAX_ID = 2**63 - 1  # SQLite's largest integer
+
+
 def text(value: str, what: str, limit: int, *, required: bool = False) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{what} is not valid UTF-8 text") from None
     if _CONTROL.search(value):
         raise ValidationError(f"{what} contains control characters")
     if required and not value.strip():

@@ -12,12 +12,13 @@ from kanban import cards, claims, dependencies, transitions
 from kanban.cards import NewCard
 from kanban.errors import LeaseLost, LimitExceeded
 from kanban.records import CardDetail
+from kanban.validation import MAX_ID
 from state.models import Card
 from tools.registry import ToolRegistry
 from tools.scope import WorkerScope
 
 TOOLSET = "kanban"
-_ID = {"type": "integer", "minimum": 1}
+_ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
 _TEXT = {"type": "string", "minLength": 1}
 
 

@@ -52,6 +52,7 @@ def run_child(request: dict[str, Any], inherited: list[int], db: Database | None
     code = EXIT_INTERNAL
     try:
         os.setsid()
+        os.umask(0o077)  # whatever the agent writes stays private to this user
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)

@@ -6,7 +6,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.errors import FatalModelError
 from agent.loop import AgentResult, Limits, StopReason, run_agent
@@ -22,6 +22,7 @@ from tools.delegate import LeadScope, cancel_children
 from tools.scope import WorkerScope
 from worker.heartbeat import HeartbeatThread
 from worker.hooks import WorkerHooks
+from worker.redact import redact, secrets_in
 
 SYSTEM = """You lead a team of workers on a kanban board.
 Split the goal into a few independent subtasks and hand them out with the `delegate` tool
@@ -90,14 +91,17 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
         try:
             model = resolve_model(model_spec, env=env)
         except FatalModelError as exc:
-            _finish(scope, None, error=exc.message)
-            return LeadResult(claim.card_id, None, "error", exc.message, ())
+            message = redact(exc.message, secrets_in(env))
+            _finish(scope, None, error=message)
+            return LeadResult(claim.card_id, None, "error", message, ())
         profile = config.profiles.get("lead", config.profile("default"))
         result = run_agent(model, system=SYSTEM, prompt=_prompt(kb, claim.card_id),
                            toolbox=REGISTRY.toolbox(["delegate"], lead),
                            limits=Limits(max_turns=profile.max_turns,
                                          token_budget=profile.token_budget),
                            hooks=LeadHooks(scope))
+        if result.error:  # providers may echo a key back in an error message
+            result = replace(result, error=redact(result.error, secrets_in(env)))
     except BaseException:
         with suppress(KanbanError):  # leave the board consistent, whatever stopped us
             cancel_children(lead, lead.delegated, reason="the lead was interrupted")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.errors import FatalModelError
 from agent.loop import AgentResult, Limits, StopReason, run_agent
@@ -28,6 +28,7 @@ from tools.scope import WorkerScope
 from worker.heartbeat import HeartbeatThread
 from worker.hooks import WorkerHooks
 from worker.prompts import SYSTEM, first_prompt
+from worker.redact import redact, secrets_in
 
 EXIT_OK = 0  # the worker recorded the outcome itself
 EXIT_FATAL = 3  # a fatal error; the card was failed
@@ -84,6 +85,7 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
                         lease_s=wenv.lease_s, max_depth=limits.max_depth,
                         max_children_per_card=limits.max_children_per_card,
                         on_lease_lost=_lease_lost)
+    secrets = secrets_in(env)
     heartbeat = HeartbeatThread(scope)
     heartbeat.start()
     try:
@@ -94,12 +96,14 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
                                   base_url=profile.base_url)
             toolbox = REGISTRY.toolbox(_toolsets(card, profile.toolsets), scope)
         except (FatalModelError, ConfigError) as exc:
-            return _fail(scope, exc.message)
+            return _fail(scope, redact(exc.message, secrets))
         print(f"card #{card.id} attempt {card.attempt}: model {model.name}", flush=True)
         result = run_agent(model, system=SYSTEM, prompt=first_prompt(card), toolbox=toolbox,
                            limits=Limits(max_turns=profile.max_turns,
                                          token_budget=profile.token_budget),
                            hooks=WorkerHooks(scope))
+        if result.error:  # providers may echo a key back in an error message
+            result = replace(result, error=redact(result.error, secrets))
         return settle(scope, result)
     finally:
         heartbeat.stop()

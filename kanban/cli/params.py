@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from kanban.cli.context import BOARD_ENV
+from kanban.validation import MAX_ID
 
 
 def parse_card_id(value: str) -> int:
@@ -17,6 +18,8 @@ def parse_card_id(value: str) -> int:
     text = value.strip().removeprefix("#")
     if not text.isdigit():
         raise typer.BadParameter(f"{value!r} is not a card id (a number such as 12 or #12)")
+    if int(text) > MAX_ID:
+        raise typer.BadParameter(f"{value!r} is too large to be a card id")
     return int(text)
 
 
