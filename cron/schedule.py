@@ -18,12 +18,14 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from functools import lru_cache
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from apscheduler.triggers.cron import CronTrigger
 
 from cron.cronexpr import parse_cron_fields
 from state.errors import KanbanError
+
+if TYPE_CHECKING:
+    from apscheduler.triggers.cron import CronTrigger
 
 MISSED_COUNT_CAP = 1000
 """coalesce() stops counting missed cron slots here; the count then means "this many or more"."""
@@ -199,6 +201,8 @@ def _cron_triggers(
         expressions = [f"{minute} {hour} {day} {month} *", f"{minute} {hour} * {month} {weekday}"]
     else:
         expressions = [" ".join(fields)]
+    from apscheduler.triggers.cron import CronTrigger  # here: CLI start-up need not load it
+
     return tuple(
         CronTrigger.from_crontab(expr, timezone=ZoneInfo(timezone)) for expr in expressions
     )

@@ -57,7 +57,7 @@ class NewCard:
 
 
 def require_board(conn: Connection, board: str) -> None:
-    if conn.execute(select(board_t.c.name).where(board_t.c.name == board)).first() is None:
+    if rawsql.fetchone(conn, "SELECT name FROM board WHERE name = :b", {"b": board}) is None:
         raise BoardNotFound(board)
 
 

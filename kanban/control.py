@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, update
 
 from kanban.cards import require_board
 from kanban.events import record_event
+from state import rawsql
 from state.models import Board, Dispatcher, Setting
 
 setting_t = Setting.__table__
@@ -19,7 +20,8 @@ DISPATCHER_STALE_S = 15.0
 
 
 def get_setting(conn: Connection, key: str) -> str | None:
-    return conn.execute(select(setting_t.c.value).where(setting_t.c.key == key)).scalar()
+    row = rawsql.fetchone(conn, "SELECT value FROM setting WHERE key = :key", {"key": key})
+    return row[0] if row else None
 
 
 def set_setting(conn: Connection, key: str, value: str | None) -> None:
@@ -54,8 +56,8 @@ def pause_state(conn: Connection, board: str | None) -> PauseState:
     glob = get_setting(conn, SPAWN_PAUSED) == "1"
     local = False
     if board is not None:
-        local = bool(conn.execute(select(board_t.c.paused).where(board_t.c.name == board))
-                     .scalar())
+        row = rawsql.fetchone(conn, "SELECT paused FROM board WHERE name = :b", {"b": board})
+        local = bool(row and row[0])
     return PauseState(glob, local)
 
 
@@ -91,14 +93,14 @@ class DispatcherInfo:
 
 def live_dispatchers(conn: Connection, now: datetime,
                      stale_s: float = DISPATCHER_STALE_S) -> list[DispatcherInfo]:
-    rows = conn.execute(
-        select(dispatcher_t.c.id, dispatcher_t.c.host, dispatcher_t.c.pid,
-               dispatcher_t.c.started_at, dispatcher_t.c.heartbeat_at, dispatcher_t.c.board)
-        .where(dispatcher_t.c.stopped_at.is_(None),
-               dispatcher_t.c.heartbeat_at >= now - timedelta(seconds=stale_s))
-        .order_by(dispatcher_t.c.id)
-    ).all()
-    return [DispatcherInfo(*row) for row in rows]
+    rows = rawsql.fetchall(
+        conn, "SELECT id, host, pid, started_at, heartbeat_at, board FROM dispatcher "
+              "WHERE stopped_at IS NULL AND heartbeat_at >= :since ORDER BY id",
+        {"since": now - timedelta(seconds=stale_s)})
+    return [DispatcherInfo(**rawsql.row_dict(_DISPATCHER_FIELDS, row)) for row in rows]
+
+
+_DISPATCHER_FIELDS = ("id", "host", "pid", "started_at", "heartbeat_at", "board")
 
 
 def serving_dispatchers(conn: Connection, board: str, now: datetime) -> list[DispatcherInfo]:

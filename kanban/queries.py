@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from kanban.cards import require_board
 from kanban.control import DispatcherInfo, PauseState, live_dispatchers, pause_state
 from kanban.states import CardStatus
+from state import rawsql
 from state.models import Card, Run
 
 card_t = Card.__table__
@@ -71,12 +72,11 @@ class BoardSnapshot:
 
 
 def status_counts(conn: Connection, board: str | None = None) -> dict[str, int]:
-    query = (select(card_t.c.status, func.count()).where(card_t.c.archived_at.is_(None))
-             .group_by(card_t.c.status))
-    if board is not None:
-        query = query.where(card_t.c.board == board)
+    where = "archived_at IS NULL" + (" AND board = :board" if board is not None else "")
+    rows = rawsql.fetchall(conn, f"SELECT status, count(*) FROM card WHERE {where} "
+                                 "GROUP BY status", {"board": board})
     counts = {str(s): 0 for s in BOARD_ORDER}
-    counts.update({status: n for status, n in conn.execute(query).all()})
+    counts.update({status: n for status, n in rows})
     return counts
 
 
@@ -91,20 +91,23 @@ def board_snapshot(conn: Connection, board: str, *, now: datetime,
                          live_dispatchers(conn, now), now)
 
 
+_COLUMN_SQL = """
+SELECT c.id, c.title, c.priority, c.status, c.created_by, c.created_at, c.updated_at,
+       c.attempt, r.heartbeat_at, r.progress
+FROM card c LEFT JOIN run r ON r.card_id = c.id AND r.claim_token = c.claim_token
+WHERE c.board = :board AND c.status = :status AND c.archived_at IS NULL
+ORDER BY {order} LIMIT :limit
+"""
+_FIELDS = ("id", "title", "priority", "status", "created_by", "created_at", "updated_at",
+           "attempt", "heartbeat_at", "progress")
+
+
 def _column(conn: Connection, board: str, status: CardStatus, limit: int) -> list[BoardCard]:
-    cols = [card_t.c.id, card_t.c.title, card_t.c.priority, card_t.c.status,
-            card_t.c.created_by, card_t.c.created_at, card_t.c.updated_at, card_t.c.attempt]
-    query = select(*cols).where(card_t.c.board == board, card_t.c.status == status,
-                                card_t.c.archived_at.is_(None))
-    if status == CardStatus.RUNNING:
-        query = query.add_columns(run_t.c.heartbeat_at, run_t.c.progress).outerjoin(
-            run_t, (run_t.c.card_id == card_t.c.id)
-            & (run_t.c.claim_token == card_t.c.claim_token))
     finished = status in (CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED)
-    order = ([card_t.c.updated_at.desc(), card_t.c.id.desc()] if finished
-             else [card_t.c.priority.desc(), card_t.c.id])
-    rows = conn.execute(query.order_by(*order).limit(limit)).all()
-    return [BoardCard(*row) for row in rows]
+    order = "c.updated_at DESC, c.id DESC" if finished else "c.priority DESC, c.id"
+    rows = rawsql.fetchall(conn, _COLUMN_SQL.format(order=order),
+                           {"board": board, "status": status, "limit": limit})
+    return [BoardCard(**rawsql.row_dict(_FIELDS, row)) for row in rows]
 
 
 @dataclass(frozen=True)

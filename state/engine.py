@@ -75,7 +75,22 @@ def sqlite_async_engine(path: Path, *, synchronous: str = "NORMAL") -> AsyncEngi
     return engine
 
 
+def _mirror_partial_indexes() -> None:
+    """Partial indexes declare their WHERE once, for SQLite; PostgreSQL gets the same
+    clause here, so SQLite users never import the PostgreSQL dialect at start-up."""
+    from sqlmodel import SQLModel
+
+    import state.models  # noqa: F401 - registers the tables
+
+    for table in SQLModel.metadata.tables.values():
+        for index in table.indexes:
+            where = index.dialect_options["sqlite"]["where"]
+            if where is not None:
+                index.dialect_kwargs["postgresql_where"] = where
+
+
 def postgres_engine(url: str) -> Engine:
+    _mirror_partial_indexes()
     for scheme in ("postgresql://", "postgres://"):
         if url.startswith(scheme):
             url = "postgresql+psycopg://" + url.removeprefix(scheme)

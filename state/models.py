@@ -22,14 +22,12 @@ class Card(SQLModel, table=True):
             "ix_card_ready_queue",
             text("priority DESC"),
             "id",
-            sqlite_where=text("status = 'ready'"),
-            postgresql_where=text("status = 'ready'"),
+            sqlite_where=text("status = 'ready'"),  # PostgreSQL gets it in postgres_engine()
         ),
         Index(
             "ix_card_running_lease",
             "lease_expires_at",
             sqlite_where=text("status = 'running'"),
-            postgresql_where=text("status = 'running'"),
         ),
         Index("ix_card_board_status", "board", "status"),
     )

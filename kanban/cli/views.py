@@ -90,7 +90,30 @@ def _column_cell(snapshot: BoardSnapshot, status: str, now: datetime) -> Rendera
     hidden = snapshot.counts.get(status, 0) - len(cards)
     if hidden > 0:
         lines.append(Text(f"+{hidden} more", "dim italic"))
-    return Group(*lines)
+    return ColumnCell(lines)
+
+
+class ColumnCell:
+    """A column's lines as one renderable, laid out once at the column's width.
+
+    A Group of many small renderables makes Rich measure each of them several times
+    while sizing the table; the board's columns are sized by ratio, not by content.
+    """
+
+    def __init__(self, lines: list[RenderableType]) -> None:
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.lines:
+            if isinstance(line, Clamp):
+                yield from line.__rich_console__(console, options)
+            elif isinstance(line, Text):
+                yield line.copy() if line.no_wrap else line
+            else:
+                yield line
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, options.max_width)
 
 
 def card_lines(card: BoardCard, now: datetime) -> list[RenderableType]:
