@@ -14,6 +14,7 @@ from sqlalchemy.exc import DatabaseError as SADatabaseError
 from sqlalchemy.exc import OperationalError
 
 from state.errors import DatabaseError
+from state.held import MANUAL, HeldConnections
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -42,8 +43,13 @@ def _install_sqlite_listeners(engine: Engine, synchronous: str) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        read = conn.get_execution_options().get(_READ, False)
-        conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
+        options = conn.get_execution_options()
+        if options.get(MANUAL):  # a held connection: state.held begins on the driver
+            return
+        read = options.get(_READ, False)
+        # Straight to the driver: this runs for every transaction.
+        conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
+            "BEGIN" if read else "BEGIN IMMEDIATE")
 
 
 def create_file(path: Path) -> None:
@@ -104,28 +110,42 @@ class Database:
         self.engine = engine
         self.path = path
         self.dialect = engine.dialect.name
+        self._held = HeldConnections(engine) if self.dialect == "sqlite" else None
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction (`BEGIN IMMEDIATE` on SQLite), committed on success."""
-        with _translate_errors(self), self.engine.connect() as conn, conn.begin():
-            yield conn
+        with _translate_errors(self):
+            if self._held is not None:
+                with self._held.transaction("BEGIN IMMEDIATE") as held:
+                    if held is not None:
+                        yield held
+                        return
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A consistent read snapshot that never takes the write lock."""
-        with (
-            _translate_errors(self),
-            self.engine.connect().execution_options(**{_READ: True}) as conn,
-            conn.begin(),
-        ):
-            yield conn
+        with _translate_errors(self):
+            if self._held is not None:
+                with self._held.transaction("BEGIN") as held:
+                    if held is not None:
+                        yield held
+                        return
+            with (
+                self.engine.connect().execution_options(**{_READ: True}) as conn,
+                conn.begin(),
+            ):
+                yield conn
 
     def data_version(self, conn: Connection) -> int:
         """Changes whenever another connection commits (SQLite); cheap to poll."""
         return int(conn.exec_driver_sql("PRAGMA data_version").scalar_one())
 
     def dispose(self) -> None:
+        if self._held is not None:
+            self._held.close_all()
         self.engine.dispose()
 
 

@@ -18,7 +18,6 @@ from typing import Any
 from sqlalchemy import Connection
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # what SQLAlchemy's DateTime stores on SQLite
 
 
 @lru_cache(maxsize=512)
@@ -34,7 +33,10 @@ def _adapt(value: Any, dialect: str) -> Any:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
-        return value.astimezone(UTC).strftime(SQLITE_TIME) if dialect == "sqlite" else value
+        if dialect != "sqlite":
+            return value
+        # the fixed-width text SQLAlchemy's DateTime stores (always 6 fractional digits)
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
     return value
 
 

@@ -38,4 +38,4 @@ def warm(db: Database) -> None:
             with suppress(Exception):  # best effort: each step only needs to get compiled
                 step(conn)
         conn.rollback()
-    db.engine.dispose()  # no connection may cross a fork
+    db.dispose()  # no connection may cross a fork
