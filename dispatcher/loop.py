@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from cron.firing import fire_due_jobs
@@ -68,6 +69,7 @@ class Dispatcher:
         self.spawner: Spawner | None = None
         self.watcher: ChangeWatcher | None = None
         self._next_tick = 0.0
+        self._next_due: datetime | None = None  # earliest backed-off card
         self.tick_hooks: list[Callable[[Dispatcher], None]] = []
 
     # lifecycle
@@ -106,10 +108,18 @@ class Dispatcher:
                 if once or (until is not None and until()):
                     break
                 assert self.watcher is not None
-                self.watcher.wait(self.opts.tick_s, self.wake)
+                self.watcher.wait(self._sleep_budget(), self.wake)
                 self.wake.clear()
         finally:
             self.shutdown()
+
+    def _sleep_budget(self) -> float:
+        """Until the next tick, or until a backed-off card becomes due if that is sooner."""
+        budget = max(0.0, self._next_tick - time.monotonic())
+        if self._next_due is not None:
+            due = (self._next_due - self.kb.clock()).total_seconds()
+            budget = min(budget, max(0.0, due))
+        return budget
 
     def request_stop(self) -> None:
         """First call: stop claiming and drain. Second call: hand running cards back."""
@@ -140,12 +150,15 @@ class Dispatcher:
             control.beat_dispatcher(conn, self.id, self.kb.clock())
 
     def claim_and_spawn(self) -> None:
+        self._next_due = None  # recomputed below when nothing is claimable yet
         slots = self.max_workers - len(self.workers)
         if slots <= 0:
-            return
+            return  # a worker's exit wakes the loop
         flt = ClaimFilter(board=self.opts.board, exclude_profiles=self._profiles_at_cap())
         with self.kb.db.read() as conn:
-            if not claims.has_claimable(conn, now=self.kb.clock(), flt=flt):
+            now = self.kb.clock()
+            if not claims.has_claimable(conn, now=now, flt=flt):
+                self._next_due = claims.next_due(conn, now=now, flt=flt)
                 return
         claimed = self.kb.claim(slots, lease_s=self.lease_s, flt=flt, dispatcher_id=self.id,
                                 host=self.host)

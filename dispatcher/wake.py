@@ -19,6 +19,7 @@ from pathlib import Path
 
 _IN_MODIFY, _IN_CREATE, _IN_MOVED_TO = 0x2, 0x100, 0x80
 EVENT_CHECK_S = 0.05  # how often a set `event` is noticed while sleeping in select()
+SETTLE_CHECKS = 5  # re-checks at poll_s after a file event that showed no commit yet
 
 
 class _Inotify:
@@ -62,6 +63,7 @@ class ChangeWatcher:
     def wait(self, timeout: float, event: threading.Event) -> bool:
         """Block until the data changes, `event` is set, or `timeout`; True if data changed."""
         deadline = time.monotonic() + timeout
+        settle = 0
         while True:
             version = self._version()
             if version != self._last:
@@ -71,7 +73,12 @@ class ChangeWatcher:
             if remaining <= 0 or event.is_set():
                 return False
             if self._notify is not None:
-                self._notify.wait(min(EVENT_CHECK_S, remaining))
+                # SQLite writes the WAL file a moment before the commit is visible in the
+                # wal-index (which raises no file event): after a wake-up that shows no
+                # change yet, look again shortly rather than sleeping the full interval.
+                pause = self.poll_s if settle else EVENT_CHECK_S
+                settle = SETTLE_CHECKS if self._notify.wait(min(pause, remaining)) else max(
+                    0, settle - 1)
             elif event.wait(min(self.poll_s, remaining)):
                 return False
             if self._conn is None:

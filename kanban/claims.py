@@ -85,6 +85,16 @@ def has_claimable(conn: Connection, *, now: datetime, flt: ClaimFilter = ClaimFi
     return conn.execute(query.limit(1)).first() is not None
 
 
+def next_due(conn: Connection, *, now: datetime, flt: ClaimFilter = ClaimFilter()
+             ) -> datetime | None:
+    """When the earliest ready card held back by its backoff becomes claimable."""
+    where = "status = 'ready' AND run_after > :now" + (
+        " AND board = :board" if flt.board is not None else "")
+    row = rawsql.fetchone(conn, f"SELECT min(run_after) FROM card WHERE {where}",
+                          {"now": now, "board": flt.board})
+    return rawsql.as_time(row[0]) if row else None
+
+
 def claim(conn: Connection, n: int, *, now: datetime, lease_s: float,
           flt: ClaimFilter = ClaimFilter(), dispatcher_id: int | None = None,
           host: str | None = None) -> list[Claim]:

@@ -30,6 +30,11 @@ class Card(SQLModel, table=True):
             sqlite_where=text("status = 'running'"),
         ),
         Index("ix_card_board_status", "board", "status"),
+        # The board view: a column's first cards without sorting the whole column.
+        Index("ix_card_board_column", "board", "status", text("priority DESC"), "id",
+              sqlite_where=text("archived_at IS NULL")),
+        Index("ix_card_board_finished", "board", "status", text("updated_at DESC"),
+              text("id DESC"), sqlite_where=text("archived_at IS NULL")),
     )
 
     id: int | None = Field(default=None, primary_key=True)

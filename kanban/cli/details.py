@@ -14,7 +14,6 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from kanban.cli.cron import upcoming_view
 from kanban.cli.reads import ChildNode, Status, Transcript
 from kanban.cli.views import STATUS_STYLE, age
 from kanban.records import CardDetail, CardRecord, EventRecord, MessageRecord, RunRecord
@@ -187,6 +186,8 @@ def status_view(s: Status) -> RenderableType:
                         f"heartbeat {age(d.heartbeat_at, now)} ago", "green")
                    for d in s.dispatchers] or [Text("no dispatcher", "yellow")]
     scope = f"board {s.board}" if s.board else "all boards"
+    from kanban.cli.cron import upcoming_view  # here: cron's imports cost every command
+
     workers = Text(f"live workers: {s.workers}")
     return Group(Text(scope, "bold"), table, spawning, *dispatchers, workers,
                  upcoming_view(s.next_fires, now))

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from kanban.cards import get_card
 from kanban.claims import run_transcript
 from kanban.control import DispatcherInfo, live_dispatchers, pause_state
-from kanban.cron_jobs import UpcomingFire, next_fires
 from kanban.errors import BoardNotFound
 from kanban.queries import live_workers, status_counts
 from kanban.records import CardRecord, MessageRecord, RunRecord
 
 if TYPE_CHECKING:
+    from kanban.cron_jobs import UpcomingFire
     from kanban.service import Kanban
 
 
@@ -59,8 +59,14 @@ def status(kanban: Kanban, board: str | None = None) -> Status:
             paused_boards=[str(b["name"]) for b in boards if b["paused"]],
             dispatchers=live_dispatchers(conn, kanban.clock()),
             workers=len(live_workers(conn, board=board)),
-            next_fires=next_fires(kanban.db, kanban.clock(), board=board),
+            next_fires=_next_fires(kanban, board),
         )
+
+
+def _next_fires(kanban: Kanban, board: str | None) -> list[UpcomingFire]:
+    from kanban.cron_jobs import next_fires  # here: cron's imports cost every command
+
+    return next_fires(kanban.db, kanban.clock(), board=board)
 
 
 @dataclass(frozen=True)

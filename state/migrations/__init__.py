@@ -37,7 +37,10 @@ def _sql_file(stem: str) -> Callable[[Connection], None]:
     return apply
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial", _sql_file("0001_initial")),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial", _sql_file("0001_initial")),
+    Migration(2, "board_indexes", _sql_file("0002_board_indexes")),
+)
 LATEST = MIGRATIONS[-1].id
 
 _CREATE_TRACKING = (

@@ -137,3 +137,33 @@ def test_postgres_migration_is_idempotent_and_refuses_newer(pg_url: str) -> None
         db.dispose()
     with pytest.raises(SchemaTooNewError, match="newer kanban"):
         open_database(DbLocation(pg_url, "flag"))
+
+
+def test_a_version_one_database_upgrades_in_place_and_keeps_its_cards(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "v1.db"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.execute("CREATE TABLE schema_migration (id INTEGER NOT NULL PRIMARY KEY, "
+                "name VARCHAR(128) NOT NULL, applied_at DATETIME NOT NULL)")
+    sql = (Path(state.models.__file__).parent / "migrations" / "0001_initial.sqlite.sql")
+    old.executescript(sql.read_text())
+    old.execute("INSERT INTO schema_migration VALUES (1, 'initial', '2026-01-01 00:00:00')")
+    old.execute("INSERT INTO board VALUES ('default', 0, '2026-01-01 00:00:00.000000')")
+    old.execute(
+        "INSERT INTO card (board, title, goal, context, status, priority, profile, depth, "
+        "created_by, attempt, max_attempts, retry_base, run_after, input_tokens, "
+        "output_tokens, cached_tokens, created_at, updated_at) VALUES ('default', 'kept', '', "
+        "'', 'ready', 0, 'default', 0, 'user', 0, 3, 0, '2026-01-01 00:00:00.000000', 0, 0, 0, "
+        "'2026-01-01 00:00:00.000000', '2026-01-01 00:00:00.000000')")
+    old.close()
+    db = open_database(DbLocation(str(path), "flag"))
+    try:
+        with db.read() as conn:
+            applied = conn.exec_driver_sql("SELECT id FROM schema_migration ORDER BY id").all()
+            titles = conn.exec_driver_sql("SELECT title FROM card").all()
+        assert [row[0] for row in applied] == [m.id for m in MIGRATIONS]
+        assert titles == [("kept",)]
+        assert "ix_card_board_column" in sqlite_index_sql(db.engine)
+    finally:
+        db.dispose()

@@ -1,0 +1,5 @@
+-- Frozen: migration 2 (PostgreSQL). Never edit; add a new migration.
+
+CREATE INDEX ix_card_board_column ON card (board, status, priority DESC, id) WHERE archived_at IS NULL;
+
+CREATE INDEX ix_card_board_finished ON card (board, status, updated_at DESC, id DESC) WHERE archived_at IS NULL;
