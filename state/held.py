@@ -11,42 +11,14 @@ an error is discarded; forked children forget what their parent held.
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 MANUAL = "kanban_manual"  # tells the engine's begin listener to stay out of the way
-LOCK_WAIT_S = 30.0  # as the engine's busy_timeout
-_FIRST_SLEEP_S, _MAX_SLEEP_S = 0.0002, 0.004
-
-
-def _begin_immediate(driver: Any) -> None:
-    """Take the write lock, retrying with sleeps of at most a few milliseconds.
-
-    SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25… ms between tries, so a
-    claim that meets a worker's short write waits far longer than the write lasts.
-    """
-    driver.execute("PRAGMA busy_timeout = 0")
-    try:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        pause = _FIRST_SLEEP_S
-        while True:
-            try:
-                driver.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, _MAX_SLEEP_S)
-    finally:
-        driver.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT_S * 1000)}")
 
 
 class HeldConnections:
@@ -93,10 +65,7 @@ class HeldConnections:
             return
         try:
             driver = conn.connection.dbapi_connection
-            if begin == "BEGIN IMMEDIATE":
-                _begin_immediate(driver)
-            else:
-                driver.execute(begin)  # type: ignore[union-attr]
+            driver.execute(begin)  # type: ignore[union-attr]
             try:
                 yield conn
             except BaseException:
