@@ -143,9 +143,14 @@ def promote_ready(conn: Connection, now: datetime, *, candidates: Iterable[int] 
 _PROMOTE_DEPENDENTS = """
 UPDATE card SET status = 'ready', updated_at = :now, run_after = :now
 WHERE status = 'todo'
-  AND id IN (SELECT card_id FROM dependency WHERE depends_on_id = :done)
+  AND id IN (SELECT card_id FROM dependency WHERE depends_on_id = :card)
   AND NOT EXISTS (SELECT 1 FROM dependency d JOIN card b ON b.id = d.depends_on_id
                   WHERE d.card_id = card.id AND b.status != 'done')
+RETURNING id, board
+"""
+_DEMOTE_DEPENDENTS = """
+UPDATE card SET status = 'todo', updated_at = :now
+WHERE status = 'ready' AND id IN (SELECT card_id FROM dependency WHERE depends_on_id = :card)
 RETURNING id, board
 """
 
@@ -153,33 +158,24 @@ RETURNING id, board
 def promote_dependents(conn: Connection, done_id: int, now: datetime,
                        actor: str = "system") -> list[int]:
     """After `done_id` is done: its dependents whose dependencies are all done become ready."""
-    promoted = rawsql.fetchall(conn, _PROMOTE_DEPENDENTS, {"now": now, "done": done_id})
-    for card_id, board in promoted:
-        record_event(conn, board=board, card_id=card_id, kind="promoted", actor=actor, at=now,
-                     **status_change(CardStatus.TODO, CardStatus.READY))
-    return sorted(card_id for card_id, _ in promoted)
-
-
-_DEMOTE_DEPENDENTS = """
-UPDATE card SET status = 'todo', updated_at = :now
-WHERE status = 'ready' AND id IN (SELECT card_id FROM dependency WHERE depends_on_id = :redo)
-RETURNING id, board
-"""
+    return _move_dependents(conn, _PROMOTE_DEPENDENTS, done_id, now, actor, "promoted",
+                            CardStatus.TODO, CardStatus.READY)
 
 
 def demote_dependents(conn: Connection, redo_id: int, now: datetime,
                       actor: str = "system") -> list[int]:
     """A done card goes back to the queue: its ready dependents must wait for it again."""
-    demoted = rawsql.fetchall(conn, _DEMOTE_DEPENDENTS, {"now": now, "redo": redo_id})
-    for card_id, board in demoted:
-        record_event(conn, board=board, card_id=card_id, kind="demoted", actor=actor, at=now,
-                     **status_change(CardStatus.READY, CardStatus.TODO))
-    return sorted(card_id for card_id, _ in demoted)
+    return _move_dependents(conn, _DEMOTE_DEPENDENTS, redo_id, now, actor, "demoted",
+                            CardStatus.READY, CardStatus.TODO)
 
 
-def dependents_of(conn: Connection, card_id: int) -> list[int]:
-    return list(conn.execute(select(dep_t.c.card_id).where(dep_t.c.depends_on_id == card_id))
-                .scalars())
+def _move_dependents(conn: Connection, sql: str, card_id: int, now: datetime, actor: str,
+                     kind: str, frm: CardStatus, to: CardStatus) -> list[int]:
+    moved = rawsql.fetchall(conn, sql, {"now": now, "card": card_id})
+    for dependent, board in moved:
+        record_event(conn, board=board, card_id=dependent, kind=kind, actor=actor, at=now,
+                     **status_change(frm, to))
+    return sorted(dependent for dependent, _ in moved)
 
 
 def _set_status(conn: Connection, card_id: int, board: str, frm: str, to: str, actor: str,
