@@ -52,6 +52,7 @@ class Limits:
     max_children_per_card: int = 10
     child_timeout_s: float = 600.0
     child_max_attempts: int = 2
+    child_max_turns: int = 20
 
 
 @dataclass(frozen=True)

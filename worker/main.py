@@ -98,8 +98,11 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
         except (FatalModelError, ConfigError) as exc:
             return _fail(scope, redact(exc.message, secrets))
         print(f"card #{card.id} attempt {card.attempt}: model {model.name}", flush=True)
+        max_turns = profile.max_turns
+        if card.parent_id is not None:  # a delegated card: the delegation limits apply too
+            max_turns = min(max_turns, limits.child_max_turns)
         result = run_agent(model, system=SYSTEM, prompt=first_prompt(card), toolbox=toolbox,
-                           limits=Limits(max_turns=profile.max_turns,
+                           limits=Limits(max_turns=max_turns,
                                          token_budget=profile.token_budget),
                            hooks=WorkerHooks(scope))
         if result.error:  # providers may echo a key back in an error message

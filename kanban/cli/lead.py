@@ -31,6 +31,15 @@ def run(
     board: Board = "default",
     context: Annotated[str, typer.Option(
         "--context", "-c", help="Background the lead should know.")] = "",
+    max_children: Annotated[Optional[int], typer.Option(  # noqa: UP045 - Typer needs Optional
+        "--max-children", min=1, max=100,
+        help="Tasks per delegate call (default: config.toml, else 3).")] = None,
+    max_concurrent: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--max-concurrent", min=1, max=100,
+        help="Children unfinished at once (default: config.toml, else 3).")] = None,
+    child_timeout: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        "--child-timeout", min=1, help="Seconds each child may run (default: config.toml, "
+        "else 600).")] = None,
 ) -> None:
     """Give a goal to a lead agent: it delegates subtasks as cards, waits, and answers.
 
@@ -43,7 +52,9 @@ def run(
 
     kb = open_kanban(ctx)
     location = location_of(ctx)
-    config = load_config(location.home / "config.toml")
+    config = with_limits(load_config(location.home / "config.toml"),
+                         max_children_per_call=max_children,
+                         max_concurrent_children=max_concurrent, child_timeout_s=child_timeout)
     spec = lead_model(config, os.environ, model)
     claim = start_lead(kb, goal=goal, context=context, board=board, model=spec,
                        lease_s=config.limits.lease_s)
@@ -60,6 +71,14 @@ def run(
         raise KanbanError(f"lead #{result.card_id} failed: {result.error}")
     console.print(children_view(_final(kb, result.children), kb.clock()))
     console.print(result.answer or "")
+
+
+def with_limits(config, **overrides):  # type: ignore[no-untyped-def]
+    """The config with the limits given as flags (None: keep config.toml's)."""
+    from dataclasses import replace
+
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return replace(config, limits=replace(config.limits, **given)) if given else config
 
 
 def _final(kb, ids):  # type: ignore[no-untyped-def]

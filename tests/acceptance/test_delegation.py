@@ -211,3 +211,28 @@ def test_ctrl_c_cancels_children_and_leaves_the_board_consistent(board: BoardFil
         wait_until(lambda pid=pid: not Path(f"/proc/{pid}").exists() or
                    Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
                    timeout=30, what=f"worker {pid} gone")
+
+
+def test_limit_flags_override_the_config(board: BoardFiles) -> None:
+    board.configure("[limits]\nmax_children_per_call = 5\n")
+    spec = _lead_script(board, [{"title": f"t{i}", "goal": "g"} for i in range(3)])
+    _run(board, "--model", spec, "--max-children", "2", "--child-timeout", "30")
+    (result,) = _lead_tool_results(board)
+    assert "too many tasks in one call: 3 (the limit is 2)" in result
+    spec = _lead_script(board, [{"title": "timed", "goal": "g"}])
+    _run(board, "--model", spec, "--child-timeout", "30")
+    assert query(board.path, "SELECT timeout_s FROM card WHERE title = 'timed'") == [(30.0,)]
+
+
+def test_delegated_cards_stop_at_the_child_turn_limit(board: BoardFiles) -> None:
+    chatty = board.script("chatty", [
+        {"tool_calls": [{"name": "kanban_heartbeat", "arguments": {"note": f"turn {i}"}}]}
+        for i in range(10)])
+    board.configure(f'[limits]\nchild_max_turns = 2\n[profiles.chatty]\nmodel = "{chatty}"\n')
+    spec = _lead_script(board, [{"title": "talks a lot", "goal": "g", "profile": "chatty"}])
+    _run(board, "--model", spec)
+    (result,) = _lead_tool_results(board)
+    (child,) = json.loads(result)["children"]
+    assert child["status"] == "failed" and "turn limit" in child["error"]
+    beats = query(board.path, "SELECT count(*) FROM event WHERE kind = 'progress'")[0][0]
+    assert beats == 2
