@@ -70,7 +70,6 @@ class Dispatcher:
         self.watcher: ChangeWatcher | None = None
         self._next_tick = 0.0
         self._next_due: datetime | None = None  # earliest backed-off card
-        self.tick_hooks: list[Callable[[Dispatcher], None]] = []
 
     # lifecycle
     def start(self) -> None:
@@ -143,8 +142,6 @@ class Dispatcher:
         rescue.rescue_expired_leases(self)
         self.kb.promote_ready()
         fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board)
-        for hook in self.tick_hooks:
-            hook(self)
         assert self.id is not None
         with self.kb.db.write() as conn:
             control.beat_dispatcher(conn, self.id, self.kb.clock())
