@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from state.errors import KanbanError
+from kanban.state.errors import KanbanError
 
 
 class ModelError(KanbanError):
@@ -15,3 +15,12 @@ class FatalModelError(ModelError):
 
 class TransientModelError(ModelError):
     """The provider kept failing (429, 5xx, connection, timeout) after all retries."""
+
+
+class OutageError(TransientModelError):
+    """The provider says it is down or overloaded (503, 529, refused connection): a
+    fallback model is worth trying at once."""
+
+
+class ContextOverflowError(ModelError):
+    """The request is longer than the model's context window."""

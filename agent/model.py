@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, replace
 
-from agent.errors import FatalModelError
-from agent.retry import RetryPolicy
-from agent.types import Message, ModelResponse, ToolSpec
+from kanban.agent.errors import FatalModelError
+from kanban.agent.fallback import FallbackModel, OnFallback
+from kanban.agent.retry import RetryPolicy
+from kanban.agent.types import Model
 
-PROVIDERS = ("openai", "anthropic", "scripted")
+__all__ = ["Model", "ModelOptions", "credentials_of", "parse_spec", "resolve_chain",
+           "resolve_model"]
+
+PROVIDERS = ("openai", "openai-responses", "anthropic", "scripted")
+# Which credentials a provider's models use (Responses is OpenAI's other API).
+CREDENTIALS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
 API_KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 BASE_URL_VARS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
-
-
-@runtime_checkable
-class Model(Protocol):
-    """Given messages and tool schemas, return text and/or tool calls, usage, a stop reason."""
-
-    name: str
-
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        ...
+REASONING_LEVELS = ("low", "medium", "high")
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -30,7 +27,8 @@ def parse_spec(spec: str) -> tuple[str, str]:
     provider, colon, name = spec.partition(":")
     if not colon:
         raise FatalModelError(
-            f"model spec {spec!r} must look like openai:MODEL, anthropic:MODEL or scripted:NAME"
+            f"model spec {spec!r} must look like openai:MODEL, openai-responses:MODEL, "
+            "anthropic:MODEL or scripted:NAME"
         )
     if provider not in PROVIDERS:
         raise FatalModelError(
@@ -41,67 +39,118 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return provider, name.strip()
 
 
+def credentials_of(spec: str) -> str | None:
+    """`openai` or `anthropic`: whose key and base URL a spec's model needs (None: none)."""
+    return CREDENTIALS.get(spec.partition(":")[0])
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How to build models: keys from which variables, where, how long to wait, and more.
+
+    `api_key_vars` name the variables holding the keys (several rotate on 429) for models
+    of `key_provider`; others use their provider's usual variable.
+    """
+
+    api_key_vars: tuple[str, ...] = ()
+    key_provider: str | None = None
+    base_url: str | None = None
+    timeout: float = 120
+    retry: RetryPolicy | None = None
+    max_tokens: int | None = None
+    reasoning: str | None = None
+    responses_api: bool = False  # `openai:MODEL` goes through the Responses API
+
+
 def resolve_model(
     spec: str,
     *,
     env: Mapping[str, str] | None = None,
-    api_key: str | None = None,
+    api_key: str | Sequence[str] | None = None,
     base_url: str | None = None,
     timeout: float = 120,
     retry: RetryPolicy | None = None,
     max_tokens: int | None = None,
+    reasoning: str | None = None,
 ) -> Model:
     """A ready model for `spec`; configuration problems raise FatalModelError before any call."""
+    options = ModelOptions(base_url=base_url, timeout=timeout, retry=retry,
+                           max_tokens=max_tokens, reasoning=reasoning)
+    keys = [api_key] if isinstance(api_key, str) else list(api_key or ())
+    return _build(spec, os.environ if env is None else env, options, keys)
+
+
+def resolve_chain(
+    primary: str,
+    fallbacks: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    options: ModelOptions = ModelOptions(),
+    on_fallback: OnFallback | None = None,
+) -> Model:
+    """The primary model, wrapped with its fallbacks when it has any.
+
+    Every model of the chain is built now, so a missing key of a fallback fails the run
+    before the first call. With fallbacks, outage errors hand over at once.
+    """
+    env = os.environ if env is None else env
+    if options.reasoning and options.reasoning not in REASONING_LEVELS:
+        raise FatalModelError(f"reasoning must be one of {', '.join(REASONING_LEVELS)}, "
+                              f"not {options.reasoning!r}")
+    specs = [primary, *fallbacks]
+    retry = options.retry or RetryPolicy()
+    if fallbacks:
+        retry = replace(retry, hand_over_outages=True)
+    built = []
+    for index, spec in enumerate(specs):
+        keys = _configured_keys(spec, env, options)
+        chosen = replace(options, retry=retry, base_url=options.base_url if index == 0 else None)
+        built.append(_build(spec, env, chosen, keys))
+    if len(built) == 1:
+        return built[0]
+    return FallbackModel(built, on_fallback)
+
+
+def _configured_keys(spec: str, env: Mapping[str, str], options: ModelOptions) -> list[str]:
+    provider = credentials_of(spec)
+    if not options.api_key_vars or provider is None or provider != options.key_provider:
+        return []
+    missing = [name for name in options.api_key_vars if not env.get(name)]
+    if missing:
+        raise FatalModelError(f"API key variable(s) {', '.join(missing)} not set; "
+                              f"model {spec!r} needs them (api_key_env)")
+    return [env[name] for name in options.api_key_vars]
+
+
+def _build(spec: str, env: Mapping[str, str], options: ModelOptions, keys: list[str]) -> Model:
     provider, name = parse_spec(spec)
     if provider == "scripted":
-        from agent.scripts import load_script
+        from kanban.agent.scripts import load_script
 
         return load_script(name)
-    env = os.environ if env is None else env
-    key = api_key or env.get(API_KEY_VARS[provider], "")
-    if not key:
-        raise FatalModelError(f"{API_KEY_VARS[provider]} is not set; model {spec!r} needs it")
-    url = base_url or env.get(BASE_URL_VARS[provider]) or None
-    if provider == "openai":
-        return _openai(name, key, url, timeout, retry, max_tokens)
-    return _anthropic(name, key, url, timeout, retry, max_tokens)
+    family = CREDENTIALS[provider]
+    if not keys:
+        key = env.get(API_KEY_VARS[family], "")
+        if not key:
+            raise FatalModelError(f"{API_KEY_VARS[family]} is not set; model {spec!r} needs it")
+        keys = [key]
+    url = options.base_url or env.get(BASE_URL_VARS[family]) or None
+    if provider == "anthropic":
+        from kanban.agent import anthropic_model as wire
 
+        return wire.AnthropicModel(
+            name, api_key=keys, base_url=url or wire.DEFAULT_BASE_URL, timeout=options.timeout,
+            retry=options.retry, reasoning=options.reasoning,
+            max_tokens=options.max_tokens or wire.DEFAULT_MAX_TOKENS)
+    if provider == "openai-responses" or options.responses_api:
+        from kanban.agent.openai_responses import DEFAULT_BASE_URL, ResponsesModel
 
-def _openai(
-    name: str,
-    key: str,
-    url: str | None,
-    timeout: float,
-    retry: RetryPolicy | None,
-    max_tokens: int | None,
-) -> Model:
-    from agent.openai_model import DEFAULT_BASE_URL, OpenAIModel
+        return ResponsesModel(name, api_key=keys, base_url=url or DEFAULT_BASE_URL,
+                              timeout=options.timeout, retry=options.retry,
+                              reasoning=options.reasoning, max_tokens=options.max_tokens)
+    from kanban.agent.openai_model import DEFAULT_BASE_URL as OPENAI_URL
+    from kanban.agent.openai_model import OpenAIModel
 
-    return OpenAIModel(
-        name,
-        api_key=key,
-        base_url=url or DEFAULT_BASE_URL,
-        timeout=timeout,
-        retry=retry,
-        max_tokens=max_tokens,
-    )
-
-
-def _anthropic(
-    name: str,
-    key: str,
-    url: str | None,
-    timeout: float,
-    retry: RetryPolicy | None,
-    max_tokens: int | None,
-) -> Model:
-    from agent.anthropic_model import DEFAULT_BASE_URL, DEFAULT_MAX_TOKENS, AnthropicModel
-
-    return AnthropicModel(
-        name,
-        api_key=key,
-        base_url=url or DEFAULT_BASE_URL,
-        timeout=timeout,
-        retry=retry,
-        max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
-    )
+    return OpenAIModel(name, api_key=keys, base_url=url or OPENAI_URL, timeout=options.timeout,
+                       retry=options.retry, reasoning=options.reasoning,
+                       max_tokens=options.max_tokens)

@@ -1,63 +1,90 @@
-"""OpenAI Chat Completions adapter; works with any OpenAI-compatible server (vLLM, Ollama...)."""
+"""OpenAI Chat Completions adapter, streaming; works with any OpenAI-compatible server
+(vLLM, Ollama, llama.cpp), including the `reasoning_content` some of them stream."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import openai
 
-from agent.errors import ModelError
-from agent.retry import Failure, RetryPolicy, call_with_retries, status_failure
-from agent.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
+from kanban.agent.errors import ModelError
+from kanban.agent.keys import KeyRing
+from kanban.agent.retry import Failure, RetryPolicy, call_with_retries, status_failure
+from kanban.agent.streaming import ReplyBuilder, ignore
+from kanban.agent.types import (
+    Message,
+    ModelResponse,
+    OnEvent,
+    StreamRestart,
+    ToolSpec,
+    Usage,
+)
 
 PROVIDER = "openai"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 class OpenAIModel:
-    """A `Model` over `client.chat.completions.create`; the SDK's own retries are off."""
+    """A `Model` over streamed `client.chat.completions.create`; the SDK's retries are off."""
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str,
+        api_key: str | Sequence[str],
         base_url: str = DEFAULT_BASE_URL,
         timeout: float = 120,
         retry: RetryPolicy | None = None,
         max_tokens: int | None = None,
+        reasoning: str | None = None,
     ) -> None:
         self.model = model
         self.name = f"{PROVIDER}:{model}"
         self._retry = retry or RetryPolicy()
         self._max_tokens = max_tokens
-        self._client = openai.OpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-        )
+        self._reasoning = reasoning
+        self._keys = KeyRing([api_key] if isinstance(api_key, str) else api_key,
+                             lambda key: make_client(key, base_url, timeout))
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        return self.stream(messages, tools, ignore)
+
+    def stream(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
+               on_event: OnEvent) -> ModelResponse:
         request = build_request(self.model, messages, tools, self._max_tokens)
+        request |= {"stream": True, "stream_options": {"include_usage": True}}
+        if self._reasoning:
+            request["reasoning_effort"] = self._reasoning
+
+        def attempt() -> ModelResponse:
+            with self._keys.client.chat.completions.create(**request) as chunks:
+                return read_stream(chunks, ReplyBuilder(on_event), self.model)
+
+        self._keys.begin()
         try:
-            completion = call_with_retries(
-                lambda: self._client.chat.completions.create(**request),
-                translate_error,
-                self._retry,
-                provider=PROVIDER,
-                model=self.model,
+            response = call_with_retries(
+                attempt, translate_error, self._retry, provider=PROVIDER, model=self.model,
+                rotate_key=self._keys.rotate,
+                on_retry=lambda failure: on_event(StreamRestart(failure.describe())),
             )
         except openai.OpenAIError as exc:
             raise ModelError(f"{PROVIDER}: {type(exc).__name__}: {exc}") from exc
-        return parse_completion(completion, self.model)
+        return replace(response, source=self.name)
 
     def close(self) -> None:
-        self._client.close()
+        self._keys.close()
+
+
+def make_client(key: str, base_url: str, timeout: float) -> openai.OpenAI:
+    return openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
 
 
 def build_request(
     model: str, messages: Sequence[Message], tools: Sequence[ToolSpec], max_tokens: int | None
 ) -> dict[str, Any]:
-    """Keyword arguments for `chat.completions.create`."""
+    """Keyword arguments for `chat.completions.create` (without the streaming options)."""
     request: dict[str, Any] = {
         "model": model,
         "messages": [message_to_wire(message) for message in messages],
@@ -103,27 +130,40 @@ def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def parse_completion(completion: Any, model: str) -> ModelResponse:
-    """A ModelResponse from a ChatCompletion, tolerant of sparse OpenAI-compatible servers."""
-    if not completion.choices:
-        raise ModelError(f"{PROVIDER}: model {model!r} returned no choices")
-    choice = completion.choices[0]
-    calls = tuple(
-        ToolCall(
-            id=call.id,
-            name=call.function.name,
-            arguments=call.function.arguments or "",
-        )
-        for call in choice.message.tool_calls or ()
-        if getattr(call, "function", None) is not None
-    )
-    return ModelResponse(
-        text=choice.message.content,
-        tool_calls=calls,
-        usage=parse_usage(completion.usage),
-        stop_reason=choice.finish_reason or "stop",
-        model=completion.model or model,
-    )
+def read_stream(chunks: Any, reply: ReplyBuilder, model: str) -> ModelResponse:
+    """Fold `ChatCompletionChunk`s into one response, telling the listener as they come."""
+    usage, finish, reported, seen = Usage(), "stop", model, False
+    for chunk in chunks:
+        seen = True
+        reported = chunk.model or reported
+        if chunk.usage is not None:
+            usage = parse_usage(chunk.usage)
+        for choice in chunk.choices or ():
+            if choice.index:
+                continue  # we never ask for more than one choice
+            delta = choice.delta
+            if delta is not None:
+                reply.reasoning(reasoning_of(delta))
+                reply.text(delta.content)
+                for call in delta.tool_calls or ():
+                    function = call.function
+                    reply.call(call.index, id=call.id,
+                               name=function.name if function else None,
+                               arguments=function.arguments if function else None)
+            finish = choice.finish_reason or finish
+    if not seen:
+        raise ModelError(f"{PROVIDER}: model {model!r} sent an empty stream")
+    return reply.response(usage=usage, stop_reason=finish, model=reported)
+
+
+def reasoning_of(delta: Any) -> str | None:
+    """`reasoning_content` (vLLM, DeepSeek) or `reasoning` (OpenRouter, Ollama), if sent."""
+    extra = getattr(delta, "model_extra", None) or {}
+    for key in ("reasoning_content", "reasoning"):
+        value = getattr(delta, key, None) or extra.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def parse_usage(usage: Any) -> Usage:
@@ -144,5 +184,36 @@ def translate_error(exc: Exception) -> Failure | None:
     if isinstance(exc, openai.APITimeoutError):
         return Failure("request timed out")
     if isinstance(exc, openai.APIConnectionError):
-        return Failure(f"connection error: {exc.__cause__ or exc}")
+        cause = exc.__cause__ or exc
+        return Failure(f"connection error: {cause}", refused=refused(cause))
+    if isinstance(exc, openai.APIError):  # an error event in the middle of a stream
+        return stream_failure(exc.body, exc.message)
     return None
+
+
+def stream_failure(body: object, message: str) -> Failure:
+    """An error reported inside a stream, with the status its code stands for."""
+    code = ""
+    if isinstance(body, dict):
+        code = str(body.get("code") or body.get("type") or "")
+        message = str(body.get("message") or message)
+    status = 500
+    if "context_length" in code or "context_length" in message:
+        status = 400
+    elif "rate_limit" in code:
+        status = 429
+    elif "overloaded" in code or "unavailable" in code:
+        status = 503
+    elif code in ("invalid_request_error", "invalid_prompt"):
+        status = 400
+    return Failure(f"{message} (in the stream)", status=status)
+
+
+def refused(cause: BaseException) -> bool:
+    """True when nothing listened at the address (the provider is unreachable)."""
+    seen: BaseException | None = cause
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

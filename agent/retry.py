@@ -10,12 +10,23 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
-from agent.errors import FatalModelError, TransientModelError
+from kanban.agent.errors import (
+    ContextOverflowError,
+    FatalModelError,
+    OutageError,
+    TransientModelError,
+)
 
 T = TypeVar("T")
 
 # Statuses worth another try; every other 4xx means the same request will fail again.
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# The provider is down or overloaded: a fallback model may answer at once.
+OUTAGE_STATUSES = frozenset({502, 503, 504, 529})
+# How providers say a request does not fit the context window.
+OVERFLOW_PHRASES = ("context_length_exceeded", "context length", "context window",
+                    "prompt is too long", "maximum context", "too many tokens",
+                    "input is too long", "reduce the length")
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,7 @@ class RetryPolicy:
     max_retry_after: float = 60.0
     sleep: Callable[[float], None] = time.sleep
     jitter: Callable[[], float] = field(default=random.random)
+    hand_over_outages: bool = False  # raise OutageError at once (a fallback is waiting)
 
     def backoff(self, retry_number: int) -> float:
         """Delay before retry `retry_number` (0-based), with up to 25% jitter taken off."""
@@ -49,12 +61,22 @@ class Failure:
     message: str
     status: int | None = None
     retry_after: float | None = None
+    refused: bool = False  # nothing listens at the address
 
     @property
     def retryable(self) -> bool:
         if self.status is None:  # connection errors and timeouts
             return True
         return self.status in RETRYABLE_STATUSES or self.status >= 500
+
+    @property
+    def outage(self) -> bool:
+        return self.refused or self.status in OUTAGE_STATUSES
+
+    @property
+    def overflow(self) -> bool:
+        lowered = self.message.lower()
+        return self.status in (400, 413) and any(p in lowered for p in OVERFLOW_PHRASES)
 
     def describe(self) -> str:
         return f"HTTP {self.status}: {self.message}" if self.status else self.message
@@ -67,19 +89,38 @@ def call_with_retries(
     *,
     provider: str,
     model: str,
+    rotate_key: Callable[[], bool] = lambda: False,
+    on_retry: Callable[[Failure], None] = lambda failure: None,
 ) -> T:
-    """Run `attempt`, retrying translated retryable failures; raise ModelError subclasses."""
-    for retry_number in range(policy.max_retries + 1):
+    """Run `attempt`, retrying translated retryable failures; raise ModelError subclasses.
+
+    On a 429, `rotate_key` may switch to another API key that has not been refused yet:
+    then the call is repeated at once, without spending a retry. `on_retry` hears of each
+    repeat (a streaming adapter tells its listener to forget the partial answer).
+    """
+    retry_number = 0
+    while True:
         try:
             return attempt()
         except Exception as exc:
             failure = translate(exc)
             if failure is None:
                 raise
+        if failure.overflow:
+            raise ContextOverflowError(f"{provider}: {failure.describe()}") from None
         if not failure.retryable:
             raise FatalModelError(fatal_message(provider, model, failure)) from None
-        if retry_number < policy.max_retries:
-            policy.sleep(policy.delay(retry_number, failure))
+        if failure.outage and policy.hand_over_outages:
+            raise OutageError(f"{provider}: model {model!r} unavailable: "
+                              f"{failure.describe()}") from None
+        if failure.status == 429 and rotate_key():
+            on_retry(failure)
+            continue
+        if retry_number >= policy.max_retries:
+            break
+        policy.sleep(policy.delay(retry_number, failure))
+        retry_number += 1
+        on_retry(failure)
     raise TransientModelError(
         f"{provider}: model {model!r} still failing after {policy.max_retries + 1} attempts: "
         f"{failure.describe()}"

@@ -8,16 +8,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
+from kanban.agent.types import (
+    Message,
+    ModelResponse,
+    OnEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
 
 Responder = Callable[[Sequence[Message], Sequence[ToolSpec]], ModelResponse]
 Step = ModelResponse | Responder
 FINISHED_TEXT = "(script finished)"
 
 
-def text(content: str) -> ModelResponse:
-    """A step answering with text only."""
-    return ModelResponse(text=content, stop_reason="stop")
+def text(content: str, *, reasoning: str | None = None) -> ModelResponse:
+    """A step answering with text only (after some reasoning, if given)."""
+    return ModelResponse(text=content, stop_reason="stop", reasoning=reasoning)
 
 
 def tool_call(name: str, /, **arguments: Any) -> ModelResponse:
@@ -26,7 +36,8 @@ def tool_call(name: str, /, **arguments: Any) -> ModelResponse:
 
 
 def tool_calls(
-    calls: Iterable[tuple[str, Mapping[str, Any] | str]], text: str | None = None
+    calls: Iterable[tuple[str, Mapping[str, Any] | str]], text: str | None = None,
+    *, reasoning: str | None = None,
 ) -> ModelResponse:
     """A step making several tool calls in one turn; a str argument is sent raw (malformed JSON).
 
@@ -36,6 +47,7 @@ def tool_calls(
         text=text,
         tool_calls=tuple(ToolCall(id="", name=name, arguments=_raw(args)) for name, args in calls),
         stop_reason="tool_calls",
+        reasoning=reasoning,
     )
 
 
@@ -72,6 +84,13 @@ class ScriptedModel:
             left = ", ".join(describe_step(step) for step in self._steps)
             raise AssertionError(f"{self.name}: {len(self._steps)} step(s) not consumed: {left}")
 
+    def stream(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
+               on_event: OnEvent) -> ModelResponse:
+        """The next step, reported to `on_event` as a streaming model would."""
+        response = self.complete(messages, tools)
+        replay(response, on_event)
+        return response
+
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         self.calls.append(ModelCall(tuple(messages), tuple(tools)))
         step = self._steps.popleft() if self._steps else text(FINISHED_TEXT)
@@ -91,7 +110,18 @@ class ScriptedModel:
         usage = response.usage
         if usage == Usage():
             usage = estimate_usage(messages, tools, response)
-        return replace(response, tool_calls=calls, usage=usage, model=response.model or self.name)
+        return replace(response, tool_calls=calls, usage=usage, model=response.model or self.name,
+                       source=self.name)
+
+
+def replay(response: ModelResponse, on_event: OnEvent) -> None:
+    """Tell a listener about a finished response, piece by piece."""
+    if response.reasoning:
+        on_event(ReasoningDelta(response.reasoning))
+    if response.text:
+        on_event(TextDelta(response.text))
+    for index, call in enumerate(response.tool_calls):
+        on_event(ToolCallDelta(index, call.name, call.arguments))
 
 
 def estimate_usage(

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.errors import FatalModelError
-from agent.scripted import ScriptedModel, Step, text, tool_call, tool_calls
-from agent.types import Message, ModelResponse, ToolSpec
+from kanban.agent.errors import FatalModelError
+from kanban.agent.scripted import ScriptedModel, Step, text, tool_call, tool_calls
+from kanban.agent.types import Message, ModelResponse, ToolSpec
 
 ScriptFactory = Callable[[], ScriptedModel | Iterable[Step]]
 _SCRIPTS: dict[str, ScriptFactory] = {}
@@ -51,7 +51,8 @@ def steps_from_file(path: Path) -> list[Step]:
 
 
 def steps_from_json(data: Any, *, source: str = "script") -> list[Step]:
-    """Steps from `[{"text": ...}, {"tool_calls": [{"name": ..., "arguments": {...}}]}, ...]`."""
+    """Steps from `[{"text": ...}, {"tool_calls": [{"name": ..., "arguments": {...}}]}, ...]`;
+    a step may add `"reasoning": "..."` and `"delay_s": seconds`."""
     if not isinstance(data, list):
         raise FatalModelError(f"{source}: a script must be a JSON list of steps")
     return [_step_from_json(item, f"{source}[{index}]") for index, item in enumerate(data)]
@@ -77,15 +78,18 @@ def _delayed(response: ModelResponse, delay_s: float) -> Step:
 
 
 def _response_from_json(item: dict[str, Any], where: str) -> ModelResponse:
-    content = item.get("text")
+    content, reasoning = item.get("text"), item.get("reasoning")
     if content is not None and not isinstance(content, str):
         raise FatalModelError(f"{where}: 'text' must be a string")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise FatalModelError(f"{where}: 'reasoning' must be a string")
     calls = item.get("tool_calls") or []
     if not isinstance(calls, list) or not all(_is_call(call) for call in calls):
         raise FatalModelError(f"{where}: 'tool_calls' must be a list of {{name, arguments}}")
     if not calls:
-        return text(content or "")
-    return tool_calls([(call["name"], call.get("arguments", {})) for call in calls], text=content)
+        return text(content or "", reasoning=reasoning)
+    return tool_calls([(call["name"], call.get("arguments", {})) for call in calls],
+                      text=content, reasoning=reasoning)
 
 
 def _is_call(call: Any) -> bool:
@@ -222,3 +226,47 @@ def _delegated_children(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 register_script("lead-demo", lead_demo_steps)
+
+
+# --- the built-in `demo-writer` script: a worker that leaves its result in a file ----------
+
+
+def demo_writer_steps() -> list[Step]:
+    """Show the card, write `<first word of the title>.md` in the workspace from its goal and
+    its dependencies' results, count its words with the terminal, complete naming the file."""
+    return [tool_call("kanban_show"), _write_result, _count_words, _complete_with_file,
+            text("Card complete.")]
+
+
+def _result_file(messages: Sequence[Message]) -> str:
+    title = str(shown_card(messages).get("title") or "result")
+    word = "".join(ch for ch in title.split(":")[0].split()[0].lower() if ch.isalnum())
+    return f"{word or 'result'}.md"
+
+
+def _write_result(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    card = shown_card(messages)
+    lines = [f"# {card.get('title') or 'Result'}", "", str(card.get("goal") or "")]
+    for dep in card.get("dependencies") or []:
+        if isinstance(dep, dict) and dep.get("result"):
+            lines += ["", f"## From #{dep.get('id')} {dep.get('title')}", str(dep["result"])]
+    return tool_call("write_file", path=_result_file(messages), content="\n".join(lines) + "\n")
+
+
+def _count_words(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    if not any(t.name == "terminal" for t in tools):
+        return tool_call("read_file", path=_result_file(messages))
+    return tool_call("terminal", command=f"wc -w < {_result_file(messages)}")
+
+
+def _complete_with_file(messages: Sequence[Message],
+                        tools: Sequence[ToolSpec]) -> ModelResponse:
+    output = next((m.content or "" for m in reversed(messages) if m.role == "tool"), "")
+    words = next((w for w in reversed(output.split()) if w.isdigit()), None)
+    counted = f" ({words} words)" if words else ""
+    return tool_call("kanban_complete",
+                     summary=f"Wrote {_result_file(messages)}{counted} in my workspace.")
+
+
+register_script("demo-writer", demo_writer_steps)
+register_script("demo-writer-slow", lambda: slowed(demo_writer_steps(), 0.4))

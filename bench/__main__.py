@@ -10,7 +10,19 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import claims, cli, latency, memory, recovery, throughput
+from bench import (
+    agent,
+    claims,
+    cli,
+    daily,
+    latency,
+    memory,
+    postgres,
+    recovery,
+    throughput,
+    tools,
+    web,
+)
 from bench.common import FULL, PROFILES, Sizes
 from bench.report import Row, machine, render_notes, render_results, render_table
 
@@ -22,6 +34,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "memory": memory.run,
     "cli": cli.run,
     "recovery": recovery.run,
+    "agent": agent.run,
+    "web": web.run,
+    "daily": daily.run,
+    "tools": tools.run,
+    "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"
 

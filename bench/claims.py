@@ -47,8 +47,8 @@ class Outcome:
 
 def _kanban_loop(path: str, seconds: float, barrier: Any) -> tuple[int, float, float]:
     from kanban.service import Kanban
+    from kanban.state import DbLocation, open_database
     from kanban.transitions import Actor
-    from state import DbLocation, open_database
 
     db = open_database(DbLocation(path, "flag"))
     kb = Kanban(db)

@@ -1,13 +1,22 @@
-"""Row 5: `kanban board` wall time on boards of growing size, against the import floor.
+"""Row 5: each everyday command's wall time against its floor, at 10k and 100k cards.
 
-The floor is a bare interpreter importing the CLI's libraries
-(`python -c "import sqlmodel, typer, rich"`): no command can start faster than that.
-Boards are built directly with executemany through the library's tables: most cards
-done, some ready, a few todo, blocked, failed and running (with their runs).
+The floor of a command is a bare interpreter that imports sqlite3 and runs that command's
+main queries on the same file (`python -c "import sqlite3; ..."`): no command can start
+and answer faster. Commands and floors alternate in one loop, so drift hits both; the
+ratio (command / floor) is the number that matters on a shared machine. Goal: ≤ 5x.
+
+The commands run from a regular (non-editable) install in a private venv when one can be
+built offline, as a user's `pip install .` or `pipx install .` would; else from this
+venv's console script (an editable install adds about 10 ms of import hooks). The note
+says which. Optional row 5.h: `hermes kanban list` against `kanban list` on 10k cards,
+when `hermes` (the hermes-agent package) is on PATH or $HERMES_BIN.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,11 +25,38 @@ from pathlib import Path
 from bench.common import Sizes, bench_env, fill_cards, median, new_board, query
 from bench.report import Goal, Row
 
-FLOOR = [sys.executable, "-c", "import sqlmodel, typer, rich"]
-_SCRIPT = Path(sys.executable).parent / "kanban"  # the console script a user runs
-KANBAN = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "kanban.cli.app"]
 MIX = (("done", 70), ("ready", 15), ("todo", 5), ("blocked", 3), ("failed", 4),
        ("cancelled", 2), ("running", 1))
+GOAL = Goal("ratio", "<=", 5)
+
+# The queries each command's floor runs: the same ones the command needs to answer.
+_LIST = ("SELECT * FROM card WHERE board = 'default' AND archived_at IS NULL "
+         "ORDER BY id DESC LIMIT 50",
+         "SELECT count(*) FROM card WHERE board = 'default' AND archived_at IS NULL")
+_COUNTS = "SELECT status, count(*) FROM card WHERE archived_at IS NULL GROUP BY status"
+_BOARD = (_COUNTS, *(f"SELECT * FROM card c LEFT JOIN run r ON r.card_id = c.id AND "
+                     f"r.claim_token = c.claim_token WHERE c.board = 'default' AND "
+                     f"c.status = '{s}' AND c.archived_at IS NULL ORDER BY c.priority DESC, "
+                     f"c.id LIMIT 10" for s, _ in MIX))
+_SHOW = ("SELECT * FROM card WHERE id = {id}", "SELECT * FROM dependency WHERE card_id = {id}",
+         "SELECT * FROM run WHERE card_id = {id}", "SELECT * FROM event WHERE card_id = {id}",
+         "SELECT * FROM comment WHERE card_id = {id}")
+_STATUS = (_COUNTS, "SELECT * FROM dispatcher WHERE stopped_at IS NULL",
+           "SELECT * FROM card c JOIN run r ON r.card_id = c.id WHERE c.status = 'running'")
+_ADD = ("BEGIN IMMEDIATE", "INSERT INTO card (board, title, goal, context, status, priority, "
+        "profile, depth, created_by, attempt, max_attempts, retry_base, run_after, created_at, "
+        "updated_at, input_tokens, output_tokens, cached_tokens) VALUES ('default', 'floor', "
+        "'', '', 'ready', 0, 'default', 0, 'user', 0, 3, 0, '2025-01-01 00:00:00.000000', "
+        "'2025-01-01 00:00:00.000000', '2025-01-01 00:00:00.000000', 0, 0, 0)", "COMMIT")
+
+COMMANDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "--help": (["--help"], ()),
+    "board": (["board"], _BOARD),
+    "list": (["list"], _LIST),
+    "show": (["show", "{id}"], _SHOW),
+    "add": (["add", "bench card"], _ADD),
+    "status": (["status"], _STATUS),
+}
 
 
 def status_of(i: int) -> str:
@@ -37,8 +73,6 @@ def build(path: Path, cards: int) -> None:
     fill_cards(path, cards, status_of=status_of)
     conn_rows = query(path, "SELECT id FROM card WHERE status = 'running'")
     if conn_rows:
-        import sqlite3
-
         conn = sqlite3.connect(path)
         with conn:
             conn.executemany(
@@ -51,39 +85,114 @@ def build(path: Path, cards: int) -> None:
         conn.close()
 
 
-def wall(command: list[str]) -> float:
+def floor_command(path: Path, sql: tuple[str, ...]) -> list[str]:
+    """`python -c "import sqlite3; ..."`: open the file, run the queries, print the rows."""
+    statements = "".join(f"print(c.execute({s!r}).fetchall());" for s in sql)
+    code = (f"import sqlite3; c = sqlite3.connect({str(path)!r}, isolation_level=None); "
+            f"{statements}")
+    return [sys.executable, "-c", code]
+
+
+def wall(command: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, env=bench_env(COLUMNS="120"),
-                          timeout=120, check=False)
+    done = subprocess.run(command, capture_output=True, env=env, timeout=120, check=False)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: "
+        raise RuntimeError(f"{' '.join(command)[:200]} exited {done.returncode}: "
                            f"{done.stderr.decode()[-500:]}")
     return elapsed
 
 
+def installed_kanban(work: Path) -> tuple[list[str], str]:
+    """A regular install of this checkout in a private venv (offline); else this venv's
+    console script."""
+    from bench.install import regular_install
+
+    try:
+        venv = regular_install(work / "install")
+        return [str(venv / "bin" / "kanban")], "a regular install (pip install .) in a venv"
+    except (subprocess.SubprocessError, OSError, ValueError):
+        fallback = Path(sys.executable).parent / "kanban"
+        return [str(fallback)], "this venv's console script (editable install)"
+
+
 def run(sizes: Sizes, work: Path) -> list[Row]:
     work.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for cards in sizes.cli_cards:
-        paths[cards] = work / f"board-{cards}" / "kanban.db"
-        build(paths[cards], cards)
-    floor: list[float] = []
-    times: dict[int, list[float]] = {cards: [] for cards in sizes.cli_cards}
-    if sizes.cli_repeats > 1:
-        wall(FLOOR)  # the first start pays for cold disk caches; not counted
-    for _ in range(sizes.cli_repeats):  # the floor before and after, against drift
-        floor.append(wall(FLOOR))
-        for cards, path in paths.items():
-            times[cards].append(wall([*KANBAN, "--db", str(path), "board"]))
-        floor.append(wall(FLOOR))
-    base = median(floor)
+    kanban, how = installed_kanban(work) if sizes.name != "smoke" else (
+        [str(Path(sys.executable).parent / "kanban")], "this venv's console script")
+    env = bench_env(COLUMNS="120")
+    rows: list[Row] = []
+    for n, cards in enumerate(sizes.cli_cards, start=1):
+        path = work / f"board-{cards}" / "kanban.db"
+        build(path, cards)
+        middle = str(max(1, cards // 2))
+        times = side_by_side(kanban, path, middle, env, sizes.cli_repeats)
+        for m, (name, (ours, floor)) in enumerate(times.items(), start=1):
+            rows.append(Row(
+                f"5.{n}.{m}", f"`kanban {name}` wall time, {cards:,} cards", "ms",
+                median(ours) * 1000, median(floor) * 1000,
+                "python -c 'import sqlite3' + the same queries", GOAL,
+                f"median of {len(ours)} runs each, alternating; kanban from {how}"
+                if (n, m) == (1, 1) else ""))
+    rows += hermes_rows(sizes, work, kanban, env)
+    return rows
+
+
+def side_by_side(kanban: list[str], path: Path, card_id: str, env: dict[str, str],
+                 repeats: int) -> dict[str, tuple[list[float], list[float]]]:
+    """Each command and its floor, alternating, `repeats` times (after one unmeasured warm-up
+    of each, which pays for cold disk caches)."""
+    def fill(parts: list[str] | tuple[str, ...]) -> list[str]:
+        return [p.replace("{id}", card_id) for p in parts]
+
+    plans = {name: ([*kanban, "--db", str(path), *fill(args)],
+                    floor_command(path, tuple(fill(sql))))
+             for name, (args, sql) in COMMANDS.items()}
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in plans}
+    for round_ in range(repeats + 1):
+        for name, (ours, floor) in plans.items():
+            a, b = wall(ours, env), wall(floor, env)
+            if round_:
+                times[name][0].append(a)
+                times[name][1].append(b)
+    return times
+
+
+# -- the optional Hermes comparison -------------------------------------------------------------
+
+
+def hermes_binary() -> str | None:
+    return os.environ.get("HERMES_BIN") or shutil.which("hermes")
+
+
+def hermes_rows(sizes: Sizes, work: Path, kanban: list[str], env: dict[str, str]) -> list[Row]:
+    """`hermes kanban list` vs `kanban list`, 10k cards each; skipped without hermes."""
+    hermes = hermes_binary()
+    if hermes is None or sizes.name == "smoke":
+        return []
+    from bench.hermes import seed_hermes
+
+    cards = 10_000
+    home = work / "hermes-home"
+    seed_hermes(hermes, home, cards)
+    ours = work / f"board-{cards}" / "kanban.db"
+    if not ours.exists():
+        build(ours, cards)
+    hermes_env = {**env, "HERMES_HOME": str(home)}
+    theirs = [hermes, "kanban", "list"]
     rows = []
-    for n, (cards, samples) in enumerate(times.items(), start=1):
-        goal = Goal("ratio", "<=", 1.5) if cards == 10_000 else None
-        rows.append(Row(f"5.{n}", f"`kanban board` wall time, {cards:,} cards", "ms",
-                        median(samples) * 1000, base * 1000,
-                        "python -c 'import sqlmodel, typer, rich'", goal,
-                        f"median of {len(samples)} runs each, floor median of {len(floor)}"
-                        if n == 1 else ""))
+    for key, args, what in (("5.h.1", ["list"], "`kanban list` (newest 50)"),
+                            ("5.h.2", ["list", "--all"], "`kanban list --all` (every card)")):
+        ours_cmd = [*kanban, "--db", str(ours), *args]
+        a: list[float] = []
+        b: list[float] = []
+        for round_ in range(sizes.cli_repeats + 1):
+            x, y = wall(ours_cmd, env), wall(theirs, hermes_env)
+            if round_:
+                a.append(x)
+                b.append(y)
+        rows.append(Row(key, f"{what} vs `hermes kanban list` (every card), {cards:,} cards",
+                        "ms", median(a) * 1000, median(b) * 1000,
+                        "hermes kanban list (hermes-agent)", None,
+                        f"median of {len(a)} runs each, alternating" if key == "5.h.1" else ""))
     return rows

@@ -50,11 +50,11 @@ class Sizes:
 FULL = Sizes("full", repeats=3, claim_seconds=2.0, claim_cards=6000, claim_procs=(1, 4, 8),
              latency_warm=200, latency_cold=30, e2e_cards=1000, e2e_workers=8,
              e2e_serial_cards=50, memory_warm=8, memory_cold=3,
-             cli_cards=(100, 10_000, 100_000), cli_repeats=5, recovery_repeats=3, lease_s=2.0)
+             cli_cards=(10_000, 100_000), cli_repeats=9, recovery_repeats=3, lease_s=2.0)
 QUICK = Sizes("quick", repeats=1, claim_seconds=1.0, claim_cards=1500, claim_procs=(1, 4, 8),
               latency_warm=60, latency_cold=8, e2e_cards=200, e2e_workers=8,
               e2e_serial_cards=30, memory_warm=8, memory_cold=2,
-              cli_cards=(100, 10_000, 100_000), cli_repeats=2, recovery_repeats=1, lease_s=2.0)
+              cli_cards=(10_000, 100_000), cli_repeats=5, recovery_repeats=1, lease_s=2.0)
 SMOKE = Sizes("smoke", repeats=1, claim_seconds=0.3, claim_cards=40, claim_procs=(1, 2),
               latency_warm=3, latency_cold=1, e2e_cards=6, e2e_workers=2, e2e_serial_cards=2,
               memory_warm=2, memory_cold=1, cli_cards=(20,), cli_repeats=1,
@@ -100,7 +100,7 @@ def bench_env(**extra: str) -> dict[str, str]:
 def new_board(path: Path) -> None:
     """A kanban database with its 'default' board, made through the library."""
     from kanban.service import Kanban
-    from state import DbLocation, open_database
+    from kanban.state import DbLocation, open_database
 
     path.parent.mkdir(parents=True, exist_ok=True)
     db = open_database(DbLocation(str(path), "flag"), create=True)
@@ -114,7 +114,7 @@ def new_board(path: Path) -> None:
 def kanban_at(path: Path) -> Iterator[Any]:
     """The board API over an existing database file."""
     from kanban.service import Kanban
-    from state import DbLocation, open_database
+    from kanban.state import DbLocation, open_database
 
     db = open_database(DbLocation(str(path), "flag"))
     try:
@@ -157,10 +157,7 @@ def slow_steps(delay_s: float, beats: int) -> list[dict[str, Any]]:
 def fill_cards(path: Path, n: int, *, status_of: Callable[[int], str] = lambda i: "ready",
                start_id: int | None = None) -> None:
     """Insert n cards in one transaction with executemany through the library's tables."""
-    from sqlalchemy import insert
-
-    from state.models import Card
-    from state.timeutil import utcnow
+    from kanban.state.timeutil import utcnow
 
     now = utcnow()
     rows = [{
@@ -170,9 +167,11 @@ def fill_cards(path: Path, n: int, *, status_of: Callable[[int], str] = lambda i
         "run_after": now, "created_at": now, "updated_at": now,
         "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
     } for i in range(n)]
+    columns = list(rows[0]) if rows else []
+    sql = (f"INSERT INTO card ({', '.join(columns)}) "
+           f"VALUES ({', '.join(':' + c for c in columns)})")
     with kanban_at(path) as kb, kb.db.write() as conn:
-        for chunk in range(0, n, 20_000):
-            conn.execute(insert(Card.__table__), rows[chunk:chunk + 20_000])
+        conn.many(sql, rows)
 
 
 def query(path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:

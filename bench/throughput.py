@@ -72,9 +72,9 @@ def dispatched(work: Path, n: int, workers: int) -> float:
 def serial_in_process(path: str, n: int) -> float:
     """Claim and run each card's worker in this process, one after another; cards/s."""
     from kanban.service import Kanban
-    from state import DbLocation, open_database
-    from state.config import load_config
-    from worker.main import WorkerEnv, run_card
+    from kanban.state import DbLocation, open_database
+    from kanban.state.config import load_config
+    from kanban.worker.main import WorkerEnv, run_card
 
     location = DbLocation(path, "flag")
     db = open_database(location)

@@ -1,27 +1,14 @@
-"""Cron jobs: schedules that put cards on the board at set times."""
+"""Cron: jobs that put cards on a board at set times, and deliver what those cards produce.
 
-from __future__ import annotations
+One home for all of it; the board domain (`kanban/`) imports none of it.
 
-from cron.schedule import (
-    MISSED_COUNT_CAP,
-    InvalidSchedule,
-    Schedule,
-    ScheduleKind,
-    coalesce,
-    describe,
-    first_fire,
-    next_fire_after,
-    parse_schedule,
-)
+- `schedule`: parse a schedule spec and compute fire times (APScheduler's triggers)
+- `kinds`, `jobs`, `targets`, `durations`: job records, their settings and their checks
+- `checks`: settings checked against config.toml, the toolsets and this machine
+- `store`, `ledger`: every query over `cron_job`, `cron_fire` and `cron_delivery`
+- `manage`, `service`: adding, editing and reading jobs (`CronJobs`: one transaction a call)
+- `firing`, `chain`: firing due jobs exactly once, with other jobs' results as context
+- `senders`, `courier`: delivering results to files, webhooks, commands and cards
 
-__all__ = [
-    "MISSED_COUNT_CAP",
-    "InvalidSchedule",
-    "Schedule",
-    "ScheduleKind",
-    "coalesce",
-    "describe",
-    "first_fire",
-    "next_fire_after",
-    "parse_schedule",
-]
+Importing this package costs nothing: the CLI imports each module where it is needed.
+"""

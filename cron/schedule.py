@@ -1,8 +1,10 @@
 """Cron job schedules: parse a spec, describe it, and compute its fire times (pure, no I/O).
 
-Specs: a 5-field cron expression or @alias, `every <n><unit>`, `in <n><unit>` and ISO 8601
-times. Cron fire times come from APScheduler's CronTrigger in the job's timezone; intervals
-are exact arithmetic anchored to the job's creation; one-shots are a single UTC instant.
+Specs: a 5-field cron expression or @alias (read by `cron.crontab`), `every <n><unit>`,
+`in <n><unit>` and ISO 8601 times. Every fire time comes from an APScheduler trigger:
+CronTrigger in the job's timezone, IntervalTrigger anchored to a whole second (its float
+arithmetic is exact there, and with microseconds it can repeat a slot), DateTrigger for
+one-shots.
 
 Daylight saving (cron only): a wall time skipped by spring-forward fires once, shifted
 forward by the gap (02:30 becomes 03:30 local), as APScheduler does. On fall-back a job with
@@ -12,35 +14,24 @@ field is `*` follows elapsed time and fires in both copies of the repeated hour.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cron.cronexpr import parse_cron_fields
-from state.errors import KanbanError
-
-if TYPE_CHECKING:
-    from apscheduler.triggers.cron import CronTrigger
+from kanban.cron.crontab import cron_triggers, read_crontab
+from kanban.cron.durations import DurationError, parse_seconds
+from kanban.state.errors import KanbanError
 
 MISSED_COUNT_CAP = 1000
 """coalesce() stops counting missed cron slots here; the count then means "this many or more"."""
 
 MAX_INTERVAL = timedelta(days=3650)
-
-_UNIT_SECONDS = {
-    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
-    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
-    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
-    **dict.fromkeys(("d", "day", "days"), 86400),
-    **dict.fromkeys(("w", "week", "weeks"), 604800),
-}
-_UNIT_HINT = "use s, m, h, d or w"
-_AMOUNT_UNIT = re.compile(r"(?P<amount>[-+]?\d+(?:\.\d+)?)?\s*(?P<unit>[a-z]*)")
+_ONE_US = timedelta(microseconds=1)
 _ISO_LIKE = re.compile(r"\d{4}-|\d{8}T")
 _ALIASES = {
     "@hourly": "0 * * * *",
@@ -55,8 +46,6 @@ _FORMATS_HINT = (
     "expected a 5-field cron expression (e.g. '*/5 * * * *'), 'every 15m', 'in 30m' "
     "or an ISO 8601 time"
 )
-
-
 class InvalidSchedule(KanbanError):
     """A schedule spec or timezone that cannot be used; the message names the problem."""
 
@@ -75,7 +64,7 @@ class Schedule:
     timezone: str
     kind: ScheduleKind
     interval_seconds: int | None = None
-    # minute, hour, day, month, day_of_week in APScheduler's syntax (weekdays by name)
+    # minute, hour, day, month, day_of_week as APScheduler reads them (weekdays by name)
     cron_fields: tuple[str, str, str, str, str] | None = None
     # both day fields restricted: a day matching either fires (POSIX cron), not both
     cron_day_or: bool = False
@@ -134,32 +123,16 @@ def _zone(timezone: str) -> ZoneInfo:
 
 def _duration_seconds(spec: str, rest: str, what: str) -> int:
     """Whole seconds of `<n><unit>` (n defaults to 1: `every hour`)."""
-    match = _AMOUNT_UNIT.fullmatch(rest.strip())
     keyword = "every" if what == "interval" else "in"
-    if match is None or not (match["amount"] or match["unit"]):
-        raise InvalidSchedule(
-            f"invalid schedule '{spec}': expected '{keyword} <number><unit>' "
-            f"such as '{keyword} 15m' ({_UNIT_HINT})"
-        )
-    amount, unit = Decimal(match["amount"] or "1"), match["unit"]
-    if not unit:
-        raise InvalidSchedule(f"invalid schedule '{spec}': missing unit ({_UNIT_HINT})")
-    if unit not in _UNIT_SECONDS:
-        raise InvalidSchedule(f"invalid schedule '{spec}': unknown unit '{unit}' ({_UNIT_HINT})")
-    seconds = amount * _UNIT_SECONDS[unit]
-    if seconds <= 0:
-        raise InvalidSchedule(f"invalid schedule '{spec}': {what} must be positive")
-    if seconds < 1:
-        raise InvalidSchedule(f"invalid schedule '{spec}': {what} must be at least 1 second")
-    if seconds != seconds.to_integral_value():
-        raise InvalidSchedule(
-            f"invalid schedule '{spec}': {what} must be a whole number of seconds"
-        )
+    try:
+        seconds = parse_seconds(rest, what, example=f"{keyword} 15m")
+    except DurationError as exc:
+        raise InvalidSchedule(f"invalid schedule '{spec}': {exc.message}") from None
     if seconds > MAX_INTERVAL.total_seconds():
         raise InvalidSchedule(
             f"invalid schedule '{spec}': {what} must be at most {MAX_INTERVAL.days} days"
         )
-    return int(seconds)
+    return seconds
 
 
 def _parse_instant(spec: str, text: str, zone: ZoneInfo) -> datetime:
@@ -184,31 +157,34 @@ def _parse_instant(spec: str, text: str, zone: ZoneInfo) -> datetime:
 
 def _parse_cron(spec: str, expression: str, timezone: str) -> Schedule:
     try:
-        cron_fields, day_or = parse_cron_fields(expression)
-        _cron_triggers(cron_fields, timezone, day_or)
-    except ValueError as exc:  # our own checks should leave nothing for APScheduler to reject
+        cron_fields, day_or = read_crontab(expression)
+    except ValueError as exc:
         raise InvalidSchedule(f"invalid cron expression '{spec}': {exc}") from None
     return Schedule(spec, timezone, ScheduleKind.CRON, cron_fields=cron_fields, cron_day_or=day_or)
 
 
 @lru_cache(maxsize=1024)
-def _cron_triggers(
-    fields: tuple[str, str, str, str, str], timezone: str, day_or: bool
-) -> tuple[CronTrigger, ...]:
-    """The triggers whose earliest fire is the schedule's; two when either day field may match."""
-    minute, hour, day, month, weekday = fields
-    if day_or:
-        expressions = [f"{minute} {hour} {day} {month} *", f"{minute} {hour} * {month} {weekday}"]
-    else:
-        expressions = [" ".join(fields)]
-    from apscheduler.triggers.cron import CronTrigger  # here: CLI start-up need not load it
+def _interval_trigger(seconds: int, anchor: datetime) -> Any:
+    from apscheduler.triggers.interval import IntervalTrigger
 
-    return tuple(
-        CronTrigger.from_crontab(expr, timezone=ZoneInfo(timezone)) for expr in expressions
-    )
+    # Never the anchor itself: the first fire is one interval after it.
+    return IntervalTrigger(seconds=seconds, start_date=anchor + timedelta(seconds=seconds),
+                           timezone=UTC)
+
+
+@lru_cache(maxsize=1024)
+def _date_trigger(fire_at: datetime) -> Any:
+    from apscheduler.triggers.date import DateTrigger
+
+    return DateTrigger(run_date=fire_at, timezone=UTC)
 
 
 # -- fire times -------------------------------------------------------------------------
+
+
+def whole_second(moment: datetime) -> datetime:
+    """An interval's anchor: APScheduler's interval arithmetic is exact on whole seconds."""
+    return moment.astimezone(UTC).replace(microsecond=0)
 
 
 def next_fire_after(schedule: Schedule, after: datetime, *, anchor: datetime) -> datetime | None:
@@ -216,24 +192,25 @@ def next_fire_after(schedule: Schedule, after: datetime, *, anchor: datetime) ->
     _require_aware("after", after)
     _require_aware("anchor", anchor)
     # in UTC, because aware arithmetic within one zone is wall-clock arithmetic
-    after, anchor = after.astimezone(UTC), anchor.astimezone(UTC)
+    after = after.astimezone(UTC)
     if schedule.kind is ScheduleKind.INTERVAL:
-        interval = _interval(schedule)
-        slot = max(1, (after - anchor) // interval + 1)
-        return anchor + slot * interval
+        trigger = _interval_trigger(_seconds(schedule), whole_second(anchor))
+        fire: datetime = trigger.get_next_fire_time(None, after + _ONE_US)
+        return fire.astimezone(UTC)
     if schedule.kind is ScheduleKind.ONCE:
-        fire_at = _fire_at(schedule)
-        return fire_at if fire_at > after else None
+        fire_at = _date_trigger(_fire_at(schedule)).get_next_fire_time(None, after)
+        return fire_at.astimezone(UTC) if fire_at > after else None
     return _next_cron_fire(schedule, after)
 
 
 def first_fire(schedule: Schedule, *, now: datetime) -> datetime:
-    """The first fire time of a job created at `now` (a one-shot fires at its instant)."""
+    """The first fire time of a job created (or rescheduled) at `now`."""
     _require_aware("now", now)
     if schedule.kind is ScheduleKind.ONCE:
         return _fire_at(schedule)
     fire = next_fire_after(schedule, now, anchor=now)
-    assert fire is not None, "parse_schedule rejects cron expressions that never fire"
+    if fire is None:  # only a cron expression naming a day that never comes, such as 30 feb
+        raise InvalidSchedule(f"invalid cron expression '{schedule.spec}': it never fires")
     return fire
 
 
@@ -243,35 +220,68 @@ def coalesce(
     """(slots due in [next_fire_at, now], at least 1, capped for cron; next fire after now)."""
     for name, value in (("next_fire_at", next_fire_at), ("now", now), ("anchor", anchor)):
         _require_aware(name, value)
-    next_fire_at, now, anchor = (value.astimezone(UTC) for value in (next_fire_at, now, anchor))
+    next_fire_at, now = next_fire_at.astimezone(UTC), now.astimezone(UTC)
     if next_fire_at > now:
         raise ValueError(f"coalesce() needs a due job: next_fire_at {next_fire_at} > now {now}")
     following = next_fire_after(schedule, now, anchor=anchor)
     if schedule.kind is ScheduleKind.ONCE:
         return 1, following
     if schedule.kind is ScheduleKind.INTERVAL:
-        interval = _interval(schedule)
-        first_slot = max(1, -((anchor - next_fire_at) // interval))  # ceil division
-        last_slot = (now - anchor) // interval
+        # slot k is anchor + k·interval: count the slot numbers between the two instants
+        interval, start = timedelta(seconds=_seconds(schedule)), whole_second(anchor)
+        first_slot = max(1, -((start - next_fire_at) // interval))  # ceil division
+        last_slot = (now - start) // interval
         return max(1, last_slot - first_slot + 1), following
     missed, fire = 1, next_fire_at
     while missed < MISSED_COUNT_CAP:
-        fire = _next_cron_fire(schedule, fire)
-        if fire is None or fire > now:
+        upcoming = _next_cron_fire(schedule, fire)
+        if upcoming is None or upcoming > now:
             break
+        fire = upcoming
         missed += 1
     return missed, following
 
 
+def due_slots(schedule: Schedule, next_fire_at: datetime, now: datetime, *, anchor: datetime,
+              limit: int) -> list[datetime]:
+    """The first `limit` slots due in [next_fire_at, now], oldest first."""
+    slots: list[datetime] = []
+    fire: datetime | None = next_fire_at.astimezone(UTC)
+    while fire is not None and fire <= now and len(slots) < limit:
+        slots.append(fire)
+        fire = next_fire_after(schedule, fire, anchor=anchor)
+    return slots
+
+
+def latest_slot_since(schedule: Schedule, since: datetime, now: datetime, *,
+                      anchor: datetime) -> datetime | None:
+    """The newest slot in (since, now], or None: for `--catch-up skip` (recent enough)."""
+    latest = None
+    fire = next_fire_after(schedule, since, anchor=anchor)
+    while fire is not None and fire <= now:
+        latest = fire
+        fire = next_fire_after(schedule, fire, anchor=anchor)
+    return latest
+
+
+def jitter_offset(job: str, slot: datetime, jitter_s: int) -> timedelta:
+    """A delay in [0, jitter_s) for one slot of one job, the same in every dispatcher."""
+    if jitter_s <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(f"{job}|{slot.astimezone(UTC).isoformat()}".encode()).digest()
+    fraction = int.from_bytes(digest[:8], "big") / 2**64
+    return timedelta(seconds=int(fraction * jitter_s))
+
+
 def _next_cron_fire(schedule: Schedule, after: datetime) -> datetime | None:
     assert schedule.cron_fields is not None
-    triggers = _cron_triggers(schedule.cron_fields, schedule.timezone, schedule.cron_day_or)
+    triggers = cron_triggers(schedule.cron_fields, schedule.timezone, schedule.cron_day_or)
     zone = ZoneInfo(schedule.timezone)
     fixed_hour = schedule.cron_fields[1] != "*"
     # a repeated wall time has at most 60 minute slots (more only for a 2h+ fall-back)
     for _ in range(200):
         # APScheduler returns a time >= now; 1µs (rounded up to the next second) makes it strict
-        probe = after + timedelta(microseconds=1)
+        probe = after + _ONE_US
         fires = [t.get_next_fire_time(None, probe) for t in triggers]
         candidates = [fire.astimezone(UTC) for fire in fires if fire is not None]
         if not candidates:
@@ -289,9 +299,9 @@ def _is_repeated_wall_time(instant: datetime, zone: ZoneInfo) -> bool:
     return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
 
 
-def _interval(schedule: Schedule) -> timedelta:
+def _seconds(schedule: Schedule) -> int:
     assert schedule.interval_seconds is not None
-    return timedelta(seconds=schedule.interval_seconds)
+    return schedule.interval_seconds
 
 
 def _fire_at(schedule: Schedule) -> datetime:
@@ -310,7 +320,7 @@ def _require_aware(name: str, value: datetime) -> None:
 def describe(schedule: Schedule) -> str:
     """A short human description: 'every 15 minutes', 'cron 0 9 * * mon-fri (Europe/Berlin)'."""
     if schedule.kind is ScheduleKind.INTERVAL:
-        return f"every {_describe_seconds(_interval(schedule))}"
+        return f"every {describe_seconds(_seconds(schedule))}"
     if schedule.kind is ScheduleKind.ONCE:
         local = _fire_at(schedule).astimezone(ZoneInfo(schedule.timezone))
         shape = "%Y-%m-%d %H:%M:%S" if local.second or local.microsecond else "%Y-%m-%d %H:%M"
@@ -318,8 +328,8 @@ def describe(schedule: Schedule) -> str:
     return f"cron {' '.join(schedule.spec.split())} ({schedule.timezone})"
 
 
-def _describe_seconds(interval: timedelta) -> str:
-    seconds = int(interval.total_seconds())
+def describe_seconds(seconds: int) -> str:
+    """'minute', '2 hours', '45 seconds'."""
     for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds % size == 0:
             count = seconds // size

@@ -6,11 +6,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from dispatcher.loop import Dispatcher, DispatchOptions
-from dispatcher.service import build_dispatcher
 from kanban import control
+from kanban.dispatcher.loop import Dispatcher, DispatchOptions
+from kanban.dispatcher.service import build_dispatcher
 from kanban.service import Kanban
-from state.paths import DbLocation
+from kanban.state.paths import DbLocation
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kanban.records import Claim
@@ -35,13 +36,16 @@ class LocalWorkers:
     def add(self, worker: LocalWorker) -> None:
         self._by_pid[worker.pid] = worker
 
+    def get(self, pid: int) -> LocalWorker | None:
+        return self._by_pid.get(pid)
+
     def pop(self, pid: int) -> LocalWorker | None:
         return self._by_pid.pop(pid, None)
 
     def by_card(self, card_id: int) -> LocalWorker | None:
         return next((w for w in self._by_pid.values() if w.card_id == card_id), None)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[LocalWorker]:
         return iter(list(self._by_pid.values()))
 
     def __len__(self) -> int:

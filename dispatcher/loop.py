@@ -2,47 +2,48 @@
 
 from __future__ import annotations
 
+import logging
 import os
-import socket
-import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 
-from cron.firing import fire_due_jobs
-from dispatcher import procs, rescue
-from dispatcher.environment import base_env, worker_env
-from dispatcher.local import LocalWorker, LocalWorkers
-from dispatcher.spawn import (
+from kanban import claims, control, pg_statements, transitions
+from kanban import workspaces as ws
+from kanban.claims import ClaimFilter
+from kanban.cron.courier import Courier, courier_for
+from kanban.cron.firing import fire_due_jobs
+from kanban.dispatcher import procs, rescue
+from kanban.dispatcher.environment import base_env, worker_env
+from kanban.dispatcher.instance import Instance, process_start
+from kanban.dispatcher.local import LocalWorker, LocalWorkers
+from kanban.dispatcher.logs import event
+from kanban.dispatcher.options import DispatchOptions
+from kanban.dispatcher.spawn import (
     ForkServerSpawner,
     Spawner,
     SpawnError,
     SpawnRequest,
     SubprocessSpawner,
 )
-from dispatcher.wake import ChangeWatcher
-from kanban import claims, control, transitions
-from kanban.claims import ClaimFilter
+from kanban.dispatcher.wake import ChangeWatcher, NotifyWatcher, change_watcher
+from kanban.errors import KanbanError, ValidationError
 from kanban.records import Claim
 from kanban.service import Kanban
-from kanban.states import Outcome
+from kanban.state.config import CONFIG_ENV, Config, default_max_workers
+from kanban.state.errors import DatabaseError, TransientDatabaseError
+from kanban.state.retry import Backoff, retry_transient
 from kanban.transitions import Actor
-from state.config import Config, default_max_workers
-from state.timeutil import utcnow
 
+__all__ = ["DispatchOptions", "Dispatcher"]
 
-@dataclass(frozen=True)
-class DispatchOptions:
-    max_workers: int = 0  # 0: from config, else from cores and memory
-    board: str | None = None
-    tick_s: float = 1.0
-    poll_s: float = 0.005
-    kill_grace_s: float = 5.0
-    drain_timeout_s: float = 30.0
-    warm: bool = True
+OUTAGE_BACKOFF = Backoff(first_s=0.1, cap_s=5.0)
+STEP_PATIENCE_S = 2.0  # one step waits this long for the database; the loop retries on
+SHUTDOWN_PATIENCE_S = 10.0  # how long a stopping dispatcher retries handing cards back
 
 
 class Dispatcher:
@@ -60,35 +61,58 @@ class Dispatcher:
         self.lease_s = config.limits.lease_s
         self.max_workers = (options.max_workers or config.limits.max_workers
                             or default_max_workers())
-        self.host = socket.gethostname()
+        self.instance = Instance()
+        self.host = self.instance.host
         self.wake = threading.Event()
         self.stop_requested = threading.Event()
         self.hand_back = threading.Event()
         self.workers = LocalWorkers()
         self.id: int | None = None
+        self.stopped_by: int | None = None  # the signal that stopped it, if one did
         self.spawner: Spawner | None = None
-        self.watcher: ChangeWatcher | None = None
+        self.watcher: ChangeWatcher | NotifyWatcher | None = None
+        self.courier: Courier | None = None  # delivers cron results on its own thread
         self._next_tick = 0.0
         self._next_due: datetime | None = None  # earliest backed-off card
+        self._exits: deque[tuple[int, int]] = deque()  # reaped, not yet recorded
+        self._unrecorded: list[tuple[int, int, int | None]] = []  # (run, pid, start) to store
+        self._outage_since: float | None = None
+        self._outage_attempt = 0
 
     # lifecycle
     def start(self) -> None:
+        from kanban.toolsets import check_config
+
+        check_config(self.config)  # an unknown toolset in a profile stops us here, clearly
         for sub in ("logs", "workspaces"):
             (self.home / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
-        with self.kb.db.write() as conn:
-            self.id = control.register_dispatcher(conn, host=self.host, pid=os.getpid(),
-                                                  now=self.kb.clock(), board=self.opts.board)
+        # Short waits inside a step: the loop itself waits out an outage, reaping meanwhile.
+        self.kb.db.patience_s = min(self.kb.db.patience_s, STEP_PATIENCE_S)
+        self.id = retry_transient(self._register, backoff=OUTAGE_BACKOFF,
+                                  stop=self.stop_requested, on_retry=self._say_retry)
         self.spawner = (
             ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
                               self.providers_in_use())
             if self.opts.warm else SubprocessSpawner(self.wake))
-        path = None if self.kb.db.dialect != "sqlite" else self.kb.db.path
-        self.watcher = ChangeWatcher(path, poll_s=self.opts.poll_s)
+        self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s)
+        self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
+        event(f"dispatcher {self.id} started: pid {os.getpid()}, {self.max_workers} workers at "
+              "most" + (f", board {self.opts.board}" if self.opts.board else ""),
+              kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
+              instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board)
+
+    def _register(self) -> int:
+        i = self.instance
+        with self.kb.db.write() as conn:
+            return control.register_dispatcher(
+                conn, host=i.host, pid=i.pid, now=self.kb.clock(), board=self.opts.board,
+                instance=i.id, boot_id=i.boot_id, booted_at=i.booted_at)
 
     def providers_in_use(self) -> set[str]:
         """SDKs worth preloading: those of the profiles' models and of keys present."""
-        specs = [p.resolved_model(self.env) for p in self.config.profiles.values()]
-        found = {spec.split(":", 1)[0] for spec in specs}
+        specs = [spec for p in self.config.profiles.values()
+                 for spec in (p.resolved_model(self.env), *p.fallback)]
+        found = {spec.split(":", 1)[0].replace("openai-responses", "openai") for spec in specs}
         found |= {name for name, key in (("openai", "OPENAI_API_KEY"),
                                          ("anthropic", "ANTHROPIC_API_KEY")) if self.env.get(key)}
         return found & {"openai", "anthropic"}
@@ -100,17 +124,46 @@ class Dispatcher:
         self.serve(once=once, until=until)
 
     def serve(self, *, once: bool = False, until: Callable[[], bool] | None = None) -> None:
-        """The loop of a started dispatcher; shuts down when it ends."""
+        """The loop of a started dispatcher; shuts down when it ends. A database outage
+        pauses it (workers keep running) until the database answers again."""
         try:
             while not self.stop_requested.is_set():
-                self.step()
+                try:
+                    self.step()
+                except TransientDatabaseError as exc:
+                    self._wait_out_outage(exc)
+                    continue
+                self._outage_over()
                 if once or (until is not None and until()):
                     break
                 assert self.watcher is not None
-                self.watcher.wait(self._sleep_budget(), self.wake)
+                if self.watcher.wait(self._sleep_budget(), self.wake):
+                    event("woke up: the database changed", logging.DEBUG, kind="wake")
                 self.wake.clear()
         finally:
-            self.shutdown()
+            # One pass waits for its own workers (unless stopped); a stop drains, hands back.
+            self.shutdown(wait_for_workers=once and not self.stop_requested.is_set())
+
+    def _wait_out_outage(self, exc: TransientDatabaseError) -> None:
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            event(f"database unavailable ({exc}); keeping {len(self.workers)} workers and "
+                  "retrying", logging.WARNING, kind="database_unavailable", error=str(exc),
+                  running=len(self.workers))
+        delay = OUTAGE_BACKOFF.delay(self._outage_attempt)
+        self._outage_attempt += 1
+        self.stop_requested.wait(delay)
+
+    def _outage_over(self) -> None:
+        if self._outage_since is not None:
+            took = time.monotonic() - self._outage_since
+            event(f"database back after {took:.1f}s", logging.WARNING, kind="database_back",
+                  outage_s=round(took, 3))
+            self._outage_since, self._outage_attempt = None, 0
+
+    def _say_retry(self, exc: TransientDatabaseError, delay: float) -> None:
+        event(f"database unavailable ({exc}); retrying in {delay:.1f}s", logging.WARNING,
+              kind="database_unavailable", error=str(exc))
 
     def _sleep_budget(self) -> float:
         """Until the next tick, or until a backed-off card becomes due if that is sooner."""
@@ -120,28 +173,50 @@ class Dispatcher:
             budget = min(budget, max(0.0, due))
         return budget
 
-    def request_stop(self) -> None:
-        """First call: stop claiming and drain. Second call: hand running cards back."""
+    def request_stop(self, signum: int | None = None) -> None:
+        """First call: stop claiming, drain for --drain-timeout, hand the rest back. Second
+        call: hand running cards back now."""
+        if signum is not None:
+            self.stopped_by = signum
         if self.stop_requested.is_set():
             self.hand_back.set()
+            event(f"handing back {len(self.workers)} running card(s)", logging.WARNING,
+                  kind="hand_back", running=len(self.workers))
+        elif len(self.workers):
+            event(f"stopping: {len(self.workers)} running card(s) may finish for "
+                  f"{self.opts.drain_timeout_s:g}s, then go back to ready (signal again to "
+                  "hand them back now)", kind="draining", running=len(self.workers))
         self.stop_requested.set()
         self.wake.set()
+
+    def actor(self, claim_token: str | None = None) -> Actor:
+        return Actor(f"dispatcher:{self.id}", claim_token)
 
     # one pass
     def step(self) -> None:
         self.reap_exited()
+        self.record_processes()
         self.police_workers()
         if time.monotonic() >= self._next_tick:
-            self._next_tick = time.monotonic() + self.opts.tick_s
             self.tick()
+            self._next_tick = time.monotonic() + self.opts.tick_s
         if not self.stop_requested.is_set():
             self.claim_and_spawn()
 
     def tick(self) -> None:
-        """The slow duties: expired leases, promotions, cron, liveness."""
-        rescue.rescue_expired_leases(self)
-        self.kb.promote_ready()
-        fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board)
+        """The slow duties: expired leases and orphans, promotions, cron, liveness."""
+        rescue.rescue_leases(self)
+        promoted = self.kb.promote_ready()
+        if promoted:
+            event(f"promoted {', '.join(f'#{i}' for i in promoted)} to ready (dependencies "
+                  "done)", kind="promoted", cards=promoted)
+        for fired in fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board):
+            event(f"cron job {fired.job} {fired.outcome}"
+                  + (f": #{fired.card_id} on {fired.board}" if fired.card_id else ""),
+                  kind="cron_fired", job=fired.job, outcome=str(fired.outcome),
+                  card=fired.card_id, board=fired.board)
+        event(f"tick: {len(self.workers)} running, next in {self.opts.tick_s:g}s",
+              logging.DEBUG, kind="tick", running=len(self.workers))
         assert self.id is not None
         with self.kb.db.write() as conn:
             control.beat_dispatcher(conn, self.id, self.kb.clock())
@@ -152,18 +227,40 @@ class Dispatcher:
         if slots <= 0:
             return  # a worker's exit wakes the loop
         flt = ClaimFilter(board=self.opts.board, exclude_profiles=self._profiles_at_cap())
-        with self.kb.db.read() as conn:
-            now = self.kb.clock()
-            if not claims.has_claimable(conn, now=now, flt=flt):
-                self._next_due = claims.next_due(conn, now=now, flt=flt)
-                return
+        if self.kb.db.dialect == "sqlite":
+            # A cheap read first: it saves taking SQLite's write lock for nothing.
+            with self.kb.db.read() as conn:
+                now = self.kb.clock()
+                if not claims.has_claimable(conn, now=now, flt=flt):
+                    self._next_due = claims.next_due(conn, now=now, flt=flt)
+                    return
         claimed = self.kb.claim(slots, lease_s=self.lease_s, flt=flt, dispatcher_id=self.id,
                                 host=self.host)
+        if not claimed:
+            with self.kb.db.read() as conn:
+                self._next_due = claims.next_due(conn, now=self.kb.clock(), flt=flt)
+            return
         started = [(c, pid) for c in claimed if (pid := self.spawn(c)) is not None]
-        if started:
+        self._unrecorded += [(c.run_id, pid, process_start(pid)) for c, pid in started]
+        for c, pid in started:
+            event(f"claimed #{c.card_id} attempt {c.attempt} on {c.board}: worker pid {pid}",
+                  kind="claimed", card=c.card_id, attempt=c.attempt, board=c.board, pid=pid,
+                  run=c.run_id, profile=c.profile)
+        self.record_processes()
+
+    def record_processes(self) -> None:
+        """Store the new workers' (pid, start time); kept for the next pass on an outage."""
+        if not self._unrecorded:
+            return
+        started = list(self._unrecorded)
+        if self.kb.db.dialect == "postgresql":
+            pg_statements.record_processes(self.kb.db, started, host=self.host)
+        else:
             with self.kb.db.write() as conn:
-                for c, pid in started:
-                    claims.set_run_process(conn, c.run_id, pid=pid, host=self.host)
+                for run_id, pid, start in started:
+                    claims.set_run_process(conn, run_id, pid=pid, host=self.host,
+                                           proc_start=start)
+        del self._unrecorded[:len(started)]
 
     def _profiles_at_cap(self) -> list[str]:
         counts = self.workers.per_profile()
@@ -174,71 +271,139 @@ class Dispatcher:
         assert self.spawner is not None
         profile = self.config.profiles.get(claim.profile, self.config.profile("default"))
         model = claim.model or profile.resolved_model(self.env)
-        env = worker_env(self.env, model=model, base_url=profile.base_url, card={
+        timeout = claim.timeout_s or profile.timeout_s
+        search_key = self.config.web.search_key_env  # a service key; commands never see it
+        keys = (*profile.api_key_env, *([search_key] if search_key else []))
+        env = worker_env(self.env, model=model, base_url=profile.base_url,
+                         fallback=profile.fallback, key_vars=keys, card={
             "KANBAN_DB": self.db_target, "KANBAN_BOARD": claim.board,
             "KANBAN_CARD": str(claim.card_id), "KANBAN_CLAIM_TOKEN": claim.claim_token,
             "KANBAN_RUN": str(claim.run_id), "KANBAN_LEASE_S": str(self.lease_s),
+            "KANBAN_LEASE_UNTIL": claim.lease_expires_at.isoformat(),
+            "KANBAN_TIMEOUT_S": f"{timeout:g}", "KANBAN_DISPATCHER": self.instance.id,
+            CONFIG_ENV: self._config_for_workers(),
         })
         board_dir = self.home / "workspaces" / claim.board
         board_dir.mkdir(mode=0o700, exist_ok=True)  # each level private, not just the last
+        workspace = self._workspace(claim)
+        if workspace is None:
+            return None
         request = SpawnRequest(
-            env=env, cwd=str(board_dir / str(claim.card_id)),
+            env=env, cwd=str(workspace),
             log=str(self.home / "logs" / f"{claim.card_id}-{claim.attempt}.log"))
         try:
             pid = self.spawner.spawn(request)
         except SpawnError as exc:
-            print(f"kanban dispatch: {exc}", file=sys.stderr, flush=True)
-            self._give_back(claim, Outcome.CRASHED, f"worker did not start: {exc}", delay_s=1.0)
+            event(f"#{claim.card_id}: worker did not start: {exc}", logging.ERROR,
+                  kind="spawn_failed", card=claim.card_id, error=str(exc))
+            self._hand_back(claim, f"worker did not start: {exc}", delay_s=1.0)
             return None
-        timeout = claim.timeout_s or profile.timeout_s
         self.workers.add(LocalWorker(claim, pid, claim.profile, timeout))
         return pid
 
+    def _workspace(self, claim: Claim) -> Path | None:
+        """The card's working directory, made ready (a git worktree is checked out); a spec
+        that cannot be met fails the card with the reason."""
+        try:
+            with self.kb.db.read() as conn:
+                workspace = ws.resolve(conn, claim.card_id, self.home,
+                                       self.config.workspaces())
+            if workspace.kind == ws.WORKTREE:
+                from kanban.tools.worktree import prepare
+
+                prepare(workspace, self.home)
+            elif workspace.kind == ws.DIR and not workspace.path.is_dir():
+                raise ValidationError(f"workspace dir:{workspace.path} is not a directory")
+        except TransientDatabaseError:
+            raise  # the database, not the spec: the loop waits the outage out
+        except KanbanError as exc:
+            event(f"#{claim.card_id}: workspace: {exc}", logging.ERROR,
+                  kind="workspace_failed", card=claim.card_id, error=str(exc))
+            with self.kb.db.write() as conn:
+                if claims.is_current(conn, claim.card_id, claim.claim_token):
+                    transitions.fail(conn, claim.card_id, f"workspace: {exc.message}",
+                                     now=self.kb.clock(),
+                                     actor=Actor(f"dispatcher:{self.id}", claim.claim_token))
+            return None
+        return workspace.path
+
     def reap_exited(self) -> None:
+        """Record each exited worker; an exit stays queued until it is recorded."""
         if self.spawner is None:
             return
         while not self.spawner.exits.empty():
-            pid, code = self.spawner.exits.get_nowait()
-            worker = self.workers.pop(pid)
+            self._exits.append(self.spawner.exits.get_nowait())
+        while self._exits:
+            pid, code = self._exits[0]
+            worker = self.workers.get(pid)
             if worker is not None:
                 rescue.settle_exit(self, worker, code)
+                self.workers.pop(pid)
+                rescue.log_exit(self, worker, code)
+            self._exits.popleft()
 
     def police_workers(self) -> None:
         """Timeouts, and workers whose card is no longer theirs (cancelled, rescued)."""
         if len(self.workers):
             rescue.police(self, time.monotonic())
 
-    def _give_back(self, claim: Claim, outcome: Outcome, error: str,
-                   delay_s: float | None = None) -> None:
+    def _hand_back(self, claim: Claim, reason: str, delay_s: float = 0.0) -> None:
+        """Return the card to ready without spending an attempt, if it is still this claim's."""
         with self.kb.db.write() as conn:
             if claims.is_current(conn, claim.card_id, claim.claim_token):
-                transitions.requeue_or_fail(conn, claim.card_id, outcome, error,
-                                            now=self.kb.clock(), delay_s=delay_s,
-                                            actor=Actor(f"dispatcher:{self.id}",
-                                                        claim.claim_token))
+                transitions.hand_back(conn, claim.card_id, reason, now=self.kb.clock(),
+                                      actor=self.actor(claim.claim_token), delay_s=delay_s)
 
     # shutdown
-    def shutdown(self) -> None:
+    def shutdown(self, *, wait_for_workers: bool = False) -> None:
         try:
-            self._drain()
+            self._drain(None if wait_for_workers else self.opts.drain_timeout_s)
         finally:
+            if self.courier is not None:
+                self.courier.stop()
             if self.spawner is not None:
                 self.spawner.close()
             if self.watcher is not None:
                 self.watcher.close()
             if self.id is not None:
-                with self.kb.db.write() as conn:
-                    control.stop_dispatcher(conn, self.id, utcnow())
+                with suppress(DatabaseError):
+                    retry_transient(self._stopped, patience_s=SHUTDOWN_PATIENCE_S,
+                                    backoff=OUTAGE_BACKOFF)
 
-    def _drain(self) -> None:
-        """Let running workers finish; hand back what is left on a second signal or timeout."""
-        deadline = time.monotonic() + self.opts.drain_timeout_s
-        while len(self.workers) and not self.hand_back.is_set() and time.monotonic() < deadline:
-            self.reap_exited()
-            self.police_workers()
+    def _stopped(self) -> None:
+        assert self.id is not None
+        with self.kb.db.write() as conn:
+            control.stop_dispatcher(conn, self.id, self.kb.clock())
+
+    def _drain(self, timeout_s: float | None) -> None:
+        """Let running workers finish for up to timeout_s (None: as long as they take; a
+        signal ends that early), then stop the rest and hand their cards back: no attempt
+        spent."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while len(self.workers) and not self.hand_back.is_set() and (
+                deadline is None or time.monotonic() < deadline):
+            if deadline is None and self.stop_requested.is_set():
+                deadline = time.monotonic() + self.opts.drain_timeout_s
+            with suppress(TransientDatabaseError):
+                self.reap_exited()
+                self.police_workers()
             self.wake.wait(0.05)
             self.wake.clear()
         for worker in self.workers:
             procs.kill_and_confirm(worker.pid, timeout=self.opts.kill_grace_s)
-            self._give_back(worker.claim, Outcome.CRASHED, "dispatcher shut down", delay_s=0)
+        with suppress(DatabaseError):
+            retry_transient(self._hand_back_all, patience_s=SHUTDOWN_PATIENCE_S,
+                            backoff=OUTAGE_BACKOFF)
+
+    def _hand_back_all(self) -> None:
+        for worker in self.workers:
+            self._hand_back(worker.claim, "the dispatcher stopped before the card finished")
+            self.workers.pop(worker.pid)
+            event(f"#{worker.card_id} handed back to ready (no attempt spent)",
+                  logging.WARNING, kind="handed_back", card=worker.card_id, pid=worker.pid)
         self.reap_exited()
+
+    def _config_for_workers(self) -> str:
+        """KANBAN_CONFIG for workers: the file this dispatcher read ("" if it had none)."""
+        path = self.config.path
+        return str(path) if path is not None and path.is_file() else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 _PROC = Path("/proc")
@@ -26,18 +27,19 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def _live_members(pgid: int):  # type: ignore[no-untyped-def]
-    for entry in os.scandir(_PROC):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        state, pgrp = fields[0], int(fields[2])
-        if (pgrp == pgid or int(entry.name) == pgid) and state not in ("Z", "X"):
-            yield int(entry.name)
+def _live_members(pgid: int) -> Iterator[int]:
+    with os.scandir(_PROC) as entries:  # closed even when the caller stops early
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            state, pgrp = fields[0], int(fields[2])
+            if (pgrp == pgid or int(entry.name) == pgid) and state not in ("Z", "X"):
+                yield int(entry.name)
 
 
 def signal_group(pgid: int, sig: int) -> bool:

@@ -1,22 +1,53 @@
-"""What happens when workers exit, overrun, lose their card or stop heartbeating."""
+"""What happens when workers exit, overrun, lose their card or stop heartbeating, and to the
+workers of dispatchers that died (orphans).
+
+A process is acted on only when it is certainly the worker: this dispatcher's own child,
+or an orphan of a dead dispatcher instance of this host's current boot whose pid still
+names the process that started then. Never by hostname and pid alone.
+"""
 
 from __future__ import annotations
 
+import logging
 import signal
-import sys
-from typing import TYPE_CHECKING
+import time
+from datetime import datetime, timedelta
+from typing import Protocol
 
-from dispatcher import procs
-from dispatcher.local import LocalWorker
-from kanban import claims, transitions
+from kanban import claims, control, transitions
+from kanban.claims import Lease
+from kanban.control import DispatcherInfo
+from kanban.dispatcher import procs
+from kanban.dispatcher.instance import Instance, is_same_process
+from kanban.dispatcher.local import LocalWorker, LocalWorkers
+from kanban.dispatcher.logs import event
+from kanban.dispatcher.options import DispatchOptions
+from kanban.queries import run_result
+from kanban.service import Kanban
+from kanban.state.config import Config
 from kanban.states import Outcome
 from kanban.transitions import Actor
 
-if TYPE_CHECKING:
-    from dispatcher.loop import Dispatcher
+
+class Dispatcher(Protocol):
+    """What these duties need of the dispatcher loop (which imports this module)."""
+
+    kb: Kanban
+    config: Config
+    opts: DispatchOptions
+    workers: LocalWorkers
+    id: int | None
+    host: str
+    instance: Instance
+
+    def actor(self, claim_token: str | None = None) -> Actor: ...
+
 
 EXIT_LEASE_LOST = 75
 ORPHAN_GRACE_S = 10.0
+# An orphan stops itself this long after its timeout (worker/watchdog.py); a surviving
+# dispatcher steps in after twice that.
+ORPHAN_TIMEOUT_GRACE_S = 20.0
 
 
 def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
@@ -26,11 +57,34 @@ def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
         if claims.is_current(conn, c.card_id, c.claim_token):
             if worker.timed_out:
                 outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
+            elif code == EXIT_LEASE_LOST:
+                outcome, error = Outcome.LEASE_LOST, "the worker's lease expired"
             else:
                 outcome, error = Outcome.CRASHED, f"worker exited with code {code}"
             transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
-                                        actor=Actor(f"dispatcher:{d.id}", c.claim_token))
+                                        actor=d.actor(c.claim_token))
         claims.record_exit(conn, c.run_id, code)
+
+
+def log_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
+    """One line for a finished worker: outcome, duration, tokens."""
+    c = worker.claim
+    took = time.monotonic() - worker.started
+    with d.kb.db.read() as conn:
+        result = run_result(conn, c.run_id)
+    if result is None:
+        return
+    outcome = result.outcome or ("timed_out" if worker.timed_out else "exited")
+    tokens = f"{result.input_tokens:,} in / {result.output_tokens:,} out"
+    level = logging.INFO if result.card_status in ("done", "blocked") else logging.WARNING
+    event(f"#{c.card_id} {result.card_status} ({outcome}) after {took:.2f}s: pid {worker.pid} "
+          f"exit {code}, tokens {tokens}" + (f"; {result.error}" if result.error and
+                                             result.card_status != "done" else ""),
+          level, kind="finished", card=c.card_id, attempt=c.attempt, pid=worker.pid,
+          exit_code=code, status=result.card_status, outcome=outcome,
+          duration_s=round(took, 3), input_tokens=result.input_tokens,
+          output_tokens=result.output_tokens, cached_tokens=result.cached_tokens,
+          error=result.error)
 
 
 def police(d: Dispatcher, now: float) -> None:
@@ -43,10 +97,10 @@ def police(d: Dispatcher, now: float) -> None:
             if now - worker.term_sent_at > d.opts.kill_grace_s:
                 procs.signal_group(worker.pid, signal.SIGKILL)
             continue
-        if worker.overdue(now) and current[worker.pid]:
+        if worker.overdue(now) and current.get(worker.pid):
             worker.timed_out = True
             _terminate(worker, now, f"card #{worker.card_id} timed out")
-        elif not current[worker.pid]:
+        elif not current.get(worker.pid, True):
             # Finished cards let their worker exit by itself; cancelled ones do not wait.
             worker.orphaned_at = worker.orphaned_at or now
             if _cancelled(d, worker) or now - worker.orphaned_at > ORPHAN_GRACE_S:
@@ -58,28 +112,81 @@ def _cancelled(d: Dispatcher, worker: LocalWorker) -> bool:
 
 
 def _terminate(worker: LocalWorker, now: float, why: str) -> None:
-    print(f"kanban dispatch: {why}; stopping pid {worker.pid}", file=sys.stderr, flush=True)
+    event(f"{why}; stopping pid {worker.pid}", logging.WARNING, kind="terminating",
+          card=worker.card_id, pid=worker.pid, reason=why)
     worker.term_sent_at = now
     procs.signal_group(worker.pid, signal.SIGTERM)
 
 
-def rescue_expired_leases(d: Dispatcher) -> None:
-    """Requeue (or fail) cards whose lease expired, after making sure no worker lives on."""
+def rescue_leases(d: Dispatcher) -> None:
+    """Requeue cards whose lease expired, and orphans that overran their timeout, after
+    making sure no worker of theirs that this host can name lives on."""
     now = d.kb.clock()
     with d.kb.db.read() as conn:
-        expired = [lease for lease in claims.running_leases(conn, board=d.opts.board)
-                   if lease.lease_expires_at < now]
-    for lease in expired:
+        leases = claims.running_leases(conn, board=d.opts.board)
+        owners = control.dispatchers_by_id(
+            conn, {lease.dispatcher_id for lease in leases if lease.dispatcher_id is not None})
+    for lease in leases:
+        expired = lease.lease_expires_at < now
         local = d.workers.by_card(lease.card_id)
-        pid = local.pid if local else (lease.pid if lease.host == d.host else None)
-        if pid is not None and not procs.kill_and_confirm(pid, timeout=d.opts.kill_grace_s):
-            continue  # still alive: try again next tick rather than run it twice
-        with d.kb.db.write() as conn:
-            if not claims.is_current(conn, lease.card_id, lease.claim_token):
-                continue
-            renewed = claims.lease_of(conn, lease.card_id)
-            if renewed is not None and renewed >= d.kb.clock():
-                continue  # renewed meanwhile
-            transitions.requeue_or_fail(conn, lease.card_id, Outcome.LEASE_LOST,
-                                        "lease expired (no heartbeat)", now=d.kb.clock(),
-                                        actor=Actor(f"dispatcher:{d.id}", lease.claim_token))
+        if local is not None:
+            if expired:
+                _rescue(d, lease, local.pid, Outcome.LEASE_LOST, "lease expired (no heartbeat)")
+            continue  # police() enforces the timeouts of this dispatcher's own workers
+        owner = owners.get(lease.dispatcher_id) if lease.dispatcher_id is not None else None
+        if owner is not None and owner.id != d.id and owner.alive(now):
+            continue  # a live dispatcher looks after its own workers
+        # Overrunning orphans of dead dispatchers; a lead's own card (no dispatcher) is its
+        # `kanban run` process's business.
+        overdue = lease.dispatcher_id is not None and _overdue(d, lease, now)
+        if not (expired or overdue):
+            continue  # an orphan still at work within its time: let it finish
+        pid = lease.pid if _may_kill(d, owner, lease) else None
+        if expired and lease.pid is None:
+            _rescue(d, lease, None, Outcome.HANDED_BACK, "claimed, but no worker ever started")
+        elif expired:
+            _rescue(d, lease, pid, Outcome.LEASE_LOST, "lease expired (no heartbeat)")
+        else:
+            _rescue(d, lease, pid, Outcome.TIMED_OUT,
+                    "timed out while its dispatcher was gone")
+
+
+def _overdue(d: Dispatcher, lease: Lease, now: datetime) -> bool:
+    if lease.started_at is None:
+        return False
+    profile = d.config.profiles.get(lease.profile)
+    timeout = lease.timeout_s or (profile.timeout_s if profile else None)
+    if timeout is None:
+        return False
+    return now > lease.started_at + timedelta(seconds=timeout + ORPHAN_TIMEOUT_GRACE_S)
+
+
+def _may_kill(d: Dispatcher, owner: DispatcherInfo | None, lease: Lease) -> bool:
+    """Only an orphan of a dead instance of this host's current boot, and only while its pid
+    still names the process that was started for it."""
+    return (owner is not None and owner.id != d.id and owner.host == d.instance.host
+            and owner.boot_id is not None and owner.boot_id == d.instance.boot_id
+            and is_same_process(lease.pid, lease.proc_start))
+
+
+def _rescue(d: Dispatcher, lease: Lease, pid: int | None, outcome: Outcome, why: str) -> None:
+    if pid is not None and not procs.kill_and_confirm(pid, timeout=d.opts.kill_grace_s):
+        return  # still alive: try again next tick rather than run it twice
+    with d.kb.db.write() as conn:
+        # Locked on PostgreSQL: a heartbeat landing now cannot be overtaken.
+        until = claims.current_lease(conn, lease.card_id, lease.claim_token)
+        if until is None:
+            return  # finished, or rescued by someone else, meanwhile
+        now = d.kb.clock()
+        if outcome is not Outcome.TIMED_OUT and until >= now:
+            return  # renewed meanwhile
+        actor = d.actor(lease.claim_token)
+        if outcome is Outcome.HANDED_BACK:
+            transitions.hand_back(conn, lease.card_id, why, now=now, actor=actor)
+        else:
+            transitions.requeue_or_fail(conn, lease.card_id, outcome, why, now=now, actor=actor)
+    event(f"#{lease.card_id}: {why}; " + ("handed back" if outcome is Outcome.HANDED_BACK
+                                          else "requeued or failed")
+          + (f" (pid {pid} stopped)" if pid is not None else ""), logging.WARNING,
+          kind="lease_expired" if outcome is Outcome.LEASE_LOST else "rescued",
+          card=lease.card_id, pid=pid, outcome=str(outcome))

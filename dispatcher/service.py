@@ -8,15 +8,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from dispatcher.loop import Dispatcher, DispatchOptions
+from kanban.dispatcher.loop import Dispatcher
+from kanban.dispatcher.options import DispatchOptions
 from kanban.service import Kanban
-from state.config import SCRIPTED_DEMO, load_config
-from state.paths import DbLocation
+from kanban.state.config import SCRIPTED_DEMO, resolve_config
+from kanban.state.paths import DbLocation
 
 
 def build_dispatcher(kb: Kanban, location: DbLocation,
                      options: DispatchOptions = DispatchOptions()) -> Dispatcher:
-    config = load_config(location.home / "config.toml")
+    config = resolve_config(location.home)
     if options.board is not None:
         from kanban.cards import require_board
 
@@ -29,8 +30,7 @@ def build_dispatcher(kb: Kanban, location: DbLocation,
 def startup_notes(dispatcher: Dispatcher) -> list[str]:
     """What a person should know as the dispatcher starts."""
     default = dispatcher.config.profile("default")
-    notes = [f"{dispatcher.max_workers} workers at most"
-             + ("" if dispatcher.opts.board is None else f", board {dispatcher.opts.board!r}")]
+    notes: list[str] = []  # the worker limit and board are in the "started" log line
     if default.model is None and default.resolved_model(dispatcher.env) == SCRIPTED_DEMO:
         notes.append("no API key configured: the default profile uses the offline scripted "
                      "demo model (set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a model in "
@@ -38,17 +38,21 @@ def startup_notes(dispatcher: Dispatcher) -> list[str]:
     return notes
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def stop_on_signals(dispatcher: Dispatcher) -> Iterator[None]:
-    """SIGINT/SIGTERM: first stop claiming and drain; a second one hands cards back."""
+    """SIGINT, SIGTERM or SIGHUP: first stop claiming and drain; a second one hands cards
+    back. The dispatcher remembers the signal (`kanban dispatch` exits 130 after SIGINT)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        dispatcher.request_stop()
+        dispatcher.request_stop(signum)
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
     try:
         yield
     finally:

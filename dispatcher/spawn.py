@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from state.errors import KanbanError
+from kanban.state.errors import KanbanError
 
 
 class SpawnError(KanbanError):
@@ -45,7 +45,8 @@ class ForkServerSpawner:
         self._cond = threading.Condition()
         self._next_id = 0
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.forkserver", db_target or "", ",".join(providers)],
+            [sys.executable, "-P", "-m", "kanban.worker.forkserver", db_target or "",
+             ",".join(providers)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env=dict(base_env), start_new_session=True,
         )
@@ -107,7 +108,7 @@ class ForkServerSpawner:
 
 
 class SubprocessSpawner:
-    """Each worker a fresh `python -m worker` (slower start; no warm parent)."""
+    """Each worker a fresh `python -m kanban.worker` (slower start; no warm parent)."""
 
     def __init__(self, wake: threading.Event) -> None:
         self.exits: queue.Queue[tuple[int, int]] = queue.Queue()
@@ -118,7 +119,8 @@ class SubprocessSpawner:
         fd = os.open(request.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "worker"], env=dict(request.env), cwd=request.cwd,
+                [sys.executable, "-P", "-m", "kanban.worker"], env=dict(request.env),
+                cwd=request.cwd,
                 stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
                 umask=0o077,
             )

@@ -1,8 +1,10 @@
-"""Waking the dispatcher when the database changes, without busy work.
+"""Waking the dispatcher (and any other watcher of the board) when the database changes,
+without busy work. `change_watcher(db)` picks the watcher for the store.
 
-Every commit by any process moves `PRAGMA data_version` (a read of shared memory).
-On Linux, inotify on the database's folder wakes us when the WAL file is written,
-so an idle dispatcher sleeps in select(); elsewhere it polls data_version.
+SQLite: every commit by any process moves `PRAGMA data_version` (a read of shared
+memory). On Linux, inotify on the database's folder wakes us when the WAL file is
+written, so an idle dispatcher sleeps in select(); elsewhere it polls data_version.
+PostgreSQL: LISTEN/NOTIFY (see NotifyWatcher).
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ import threading
 import time
 from pathlib import Path
 
+from kanban.state.retry import Backoff
+from kanban.state.store import Database
+
 _IN_MODIFY, _IN_CREATE, _IN_MOVED_TO = 0x2, 0x100, 0x80
 EVENT_CHECK_S = 0.05  # how often a set `event` is noticed while sleeping in select()
 SETTLE_CHECKS = 5  # re-checks at poll_s after a file event that showed no commit yet
+_LISTEN_BACKOFF = Backoff(first_s=0.1, cap_s=2.0)
 
 
 class _Inotify:
@@ -89,3 +95,86 @@ class ChangeWatcher:
             self._notify.close()
         if self._conn is not None:
             self._conn.close()
+
+
+class NotifyWatcher:
+    """The same `wait` over PostgreSQL's LISTEN/NOTIFY (triggers notify when a card becomes
+    ready, is cancelled or finishes as a child, and when spawning is paused or resumed).
+
+    A thread holds its own connection, LISTENs, and wakes every waiter on a notification; it
+    reconnects with backoff when the server goes away. The callers' periodic tick stays the
+    safety net for anything a notification could miss (and for the outage itself).
+    """
+
+    RECEIVE_S = 0.5  # how often the thread looks up from its socket to see if it should end
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._version = 0
+        self._seen = 0
+        self._waiters: set[threading.Event] = set()
+        self._closed = threading.Event()
+        self.listening = threading.Event()  # set while a LISTEN connection is up
+        self._thread = threading.Thread(target=self._listen, name="kanban-listen", daemon=True)
+        self._thread.start()
+
+    def _listen(self) -> None:
+        attempt = 0
+        while not self._closed.is_set():
+            conn = None
+            try:
+                conn = self._db.listen()  # type: ignore[attr-defined]
+                self.listening.set()
+                attempt = 0
+                self._changed()  # whatever happened while we were not listening
+                while not self._closed.is_set():
+                    for _ in conn.notifies(timeout=self.RECEIVE_S):
+                        self._changed()
+            except Exception as exc:  # the server went away: listen again when it is back
+                if self.listening.is_set():
+                    print(f"kanban: change notifications interrupted ({type(exc).__name__}); "
+                          "reconnecting", file=sys.stderr, flush=True)
+                self.listening.clear()
+                self._closed.wait(_LISTEN_BACKOFF.delay(attempt))
+                attempt += 1
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+
+    def _changed(self) -> None:
+        with self._lock:
+            self._version += 1
+            waiters = list(self._waiters)
+        for event in waiters:
+            event.set()
+
+    def wait(self, timeout: float, event: threading.Event) -> bool:
+        """Block until a notification, `event`, or `timeout`; True if the data changed."""
+        with self._lock:
+            if self._version == self._seen:
+                self._waiters.add(event)
+                pending = False
+            else:
+                pending = True
+        if not pending:
+            try:
+                event.wait(timeout)
+            finally:
+                with self._lock:
+                    self._waiters.discard(event)
+        with self._lock:
+            changed, self._seen = self._version != self._seen, self._version
+        return changed
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(timeout=2 * self.RECEIVE_S + 1)
+
+
+def change_watcher(db: Database, *, poll_s: float = 0.005) -> ChangeWatcher | NotifyWatcher:
+    """The watcher for this store: data_version and inotify on SQLite, LISTEN on PostgreSQL."""
+    if db.dialect == "postgresql":
+        return NotifyWatcher(db)
+    return ChangeWatcher(db.path, poll_s=poll_s)

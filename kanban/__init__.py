@@ -1,1 +1,3 @@
-"""kanban package."""
+"""kanban: a SQLite-backed kanban board whose cards are worked by agents."""
+
+__version__ = "0.1.0"

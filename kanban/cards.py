@@ -5,24 +5,35 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-from sqlalchemy import Connection, func, insert, select
+from typing import Any
 
 from kanban import validation as v
 from kanban.dependencies import check_link, unfinished_dependencies
 from kanban.errors import BoardNotFound, CardNotFound, ValidationError
 from kanban.events import record_event
-from kanban.records import CardDetail, CardRecord, CommentRecord, EventRecord, RunRecord
+from kanban.records import (
+    AttachmentRecord,
+    CardDetail,
+    CardRecord,
+    CommentRecord,
+    EventRecord,
+    RunRecord,
+)
+from kanban.state.plans import Plan, Query, Rows, in_list, run_plan
+from kanban.state.rows import row_dict, with_times
+from kanban.state.store import Conn
 from kanban.states import CardStatus
-from state import rawsql
-from state.models import Board, Card, Comment, Dependency, Event, Run
+from kanban.workspaces import PARENT, parse_spec
 
-card_t = Card.__table__
-board_t = Board.__table__
-dep_t = Dependency.__table__
-run_t = Run.__table__
-comment_t = Comment.__table__
-event_t = Event.__table__
+CARD_COLUMNS = (
+    "id", "board", "title", "goal", "context", "status", "priority", "profile", "model",
+    "toolsets", "parent_id", "depth", "created_by", "attempt", "max_attempts", "retry_base",
+    "timeout_s", "run_after", "claim_token", "lease_expires_at", "result", "error",
+    "input_tokens", "output_tokens", "cached_tokens", "created_at", "updated_at", "started_at",
+    "finished_at", "archived_at", "command", "cost", "key", "skills", "workspace",
+)
+_CARD_SELECT = f"SELECT {', '.join(CARD_COLUMNS)} FROM card"
+CARD_SELECT = _CARD_SELECT  # for read models elsewhere (kanban.queries)
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,11 @@ class NewCard:
     created_by: str = "user"
     model: str | None = None
     toolsets: str | None = None
+    command: str | None = None  # a shell command the worker runs instead of an agent
+    key: str | None = None  # idempotency: an unfinished card with this key is returned instead
+    run_at: datetime | None = None  # scheduled: not claimed before this time
+    skills: tuple[str, ...] = ()
+    workspace: str | None = None  # stored form (see kanban.workspaces.normalise_spec)
 
     def validated(self) -> NewCard:
         v.title(self.title)
@@ -51,44 +67,91 @@ class NewCard:
         v.number(self.max_attempts, "max attempts", v.MAX_ATTEMPTS_RANGE)
         if self.timeout_s is not None:
             v.number(self.timeout_s, "timeout", v.TIMEOUT_RANGE)
+        if self.command is not None:
+            v.text(self.command, "command", v.MAX_GOAL, required=True)
         if not v.BOARD_NAME.match(self.profile):
             raise ValidationError(f"invalid profile name {self.profile!r}")
+        if self.key is not None:
+            v.key(self.key)
+        if self.run_at is not None and self.run_at.tzinfo is None:
+            raise ValidationError("a scheduled time must carry a timezone")
+        v.skill_names(tuple(self.skills))
+        parse_spec(self.workspace)
         return self
 
 
-def require_board(conn: Connection, board: str) -> None:
-    if rawsql.fetchone(conn, "SELECT name FROM board WHERE name = :b", {"b": board}) is None:
+@dataclass(frozen=True)
+class Added:
+    """The card an add returned, and whether it was created (False: its key matched)."""
+
+    card: CardRecord
+    created: bool
+
+
+def require_board(conn: Conn, board: str) -> None:
+    run_plan(conn, require_board_plan(board))
+
+
+def require_board_plan(board: str) -> Plan[None]:
+    rows = yield Query("SELECT name FROM board WHERE name = :b", {"b": board})
+    if not rows:
         raise BoardNotFound(board)
 
 
-def create_board(conn: Connection, name: str, now: datetime) -> bool:
+def create_board(conn: Conn, name: str, now: datetime) -> bool:
     """Create a board; False if it already existed."""
     v.board_name(name)
-    if conn.execute(select(board_t.c.name).where(board_t.c.name == name)).first():
+    # ON CONFLICT: concurrent creators (eight `kanban init` at once) all succeed.
+    if conn.one("INSERT INTO board (name, paused, created_at) VALUES (:name, :paused, :now) "
+                "ON CONFLICT (name) DO NOTHING RETURNING name",
+                {"name": name, "paused": False, "now": now}) is None:
         return False
-    conn.execute(insert(board_t), {"name": name, "paused": False, "created_at": now})
     record_event(conn, board=name, kind="board_created", actor="user", at=now)
     return True
 
 
-def list_boards(conn: Connection) -> list[dict[str, object]]:
-    counts = (
-        select(card_t.c.board, func.count().label("cards"))
-        .where(card_t.c.archived_at.is_(None))
-        .group_by(card_t.c.board)
-        .subquery()
-    )
-    rows = conn.execute(
-        select(board_t, func.coalesce(counts.c.cards, 0).label("cards"))
-        .outerjoin(counts, counts.c.board == board_t.c.name)
-        .order_by(board_t.c.name)
-    ).mappings()
-    return [{"name": r["name"], "paused": bool(r["paused"]), "cards": r["cards"]} for r in rows]
+def list_boards(conn: Conn) -> list[dict[str, object]]:
+    return run_plan(conn, boards_plan())
 
 
-def add_card(conn: Connection, new: NewCard, now: datetime) -> CardRecord:
+def boards_plan() -> Plan[list[dict[str, object]]]:
+    """Every board with its card count and pause flag (`kanban boards --json`)."""
+    rows = yield Query(
+        "SELECT b.name, b.paused, (SELECT count(*) FROM card c WHERE c.board = b.name "
+        "AND c.archived_at IS NULL) FROM board b ORDER BY b.name")
+    return [{"name": name, "paused": bool(paused), "cards": cards} for name, paused, cards in rows]
+
+
+_INSERT_CARD = """
+INSERT INTO card (board, title, goal, context, status, priority, profile, model, toolsets,
+                  parent_id, depth, created_by, attempt, max_attempts, retry_base, timeout_s,
+                  run_after, created_at, updated_at, input_tokens, output_tokens, cached_tokens,
+                  command, key, skills, workspace)
+VALUES (:board, :title, :goal, :context, :status, :priority, :profile, :model, :toolsets,
+        :parent_id, :depth, :created_by, 0, :max_attempts, 0, :timeout_s,
+        :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace)
+"""
+# A concurrent add with the same key (PostgreSQL; SQLite writers take turns) inserts
+# nothing: the index below holds one unfinished card per board and key.
+_ON_KEY_CONFLICT = """
+ON CONFLICT (board, key) WHERE key IS NOT NULL AND status NOT IN ('done', 'failed', 'cancelled')
+DO NOTHING
+"""
+_BY_KEY = (f"{_CARD_SELECT} WHERE board = :board AND key = :key AND key IS NOT NULL "
+           "AND status NOT IN ('done', 'failed', 'cancelled')")
+
+
+def add_card(conn: Conn, new: NewCard, now: datetime) -> CardRecord:
+    """Create a card (or return the unfinished card holding its key)."""
+    return add(conn, new, now).card
+
+
+def add(conn: Conn, new: NewCard, now: datetime) -> Added:
+    """Create a card; with a key, an unfinished card of the board holding it is returned."""
     new = new.validated()
     require_board(conn, new.board)
+    if new.key is not None and (existing := card_with_key(conn, new.board, new.key)):
+        return Added(existing, created=False)
     depth = 0
     if new.parent_id is not None:
         parent = get_card(conn, new.parent_id)
@@ -96,95 +159,198 @@ def add_card(conn: Connection, new: NewCard, now: datetime) -> CardRecord:
             raise ValidationError(f"parent #{parent.id} is on board {parent.board!r}, not "
                                   f"{new.board!r}: children stay on their parent's board")
         depth = parent.depth + 1
+    elif parse_spec(new.workspace).kind == PARENT:
+        raise ValidationError("workspace 'parent' needs a parent card")
     for dep in set(new.depends_on):
         check_link(conn, None, dep, board=new.board)
     blocked_by = unfinished_dependencies(conn, new.depends_on)
     status = CardStatus.TODO if blocked_by else CardStatus.READY
-    card_id = conn.execute(
-        insert(card_t).returning(card_t.c.id),
-        {
-            "board": new.board, "title": new.title.strip(), "goal": new.goal,
-            "context": new.context, "status": status, "priority": new.priority,
-            "profile": new.profile, "model": new.model, "toolsets": new.toolsets,
-            "parent_id": new.parent_id, "depth": depth, "created_by": new.created_by,
-            "attempt": 0, "max_attempts": new.max_attempts, "retry_base": 0,
-            "timeout_s": new.timeout_s,
-            "run_after": now, "created_at": now, "updated_at": now,
-            "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
-        },
-    ).scalar_one()
+    run_after = now
+    if new.run_at is not None and new.run_at > now:
+        status, run_after = CardStatus.SCHEDULED, new.run_at
+    params: dict[str, Any] = {
+        "board": new.board, "title": new.title.strip(), "goal": new.goal,
+        "context": new.context, "status": status, "priority": new.priority,
+        "profile": new.profile, "model": new.model, "toolsets": new.toolsets,
+        "parent_id": new.parent_id, "depth": depth, "created_by": new.created_by,
+        "max_attempts": new.max_attempts, "timeout_s": new.timeout_s, "now": now,
+        "run_after": run_after, "key": new.key, "skills": ",".join(new.skills) or None,
+        "command": new.command,
+        "workspace": new.workspace,
+    }
+    sql = _INSERT_CARD + (_ON_KEY_CONFLICT if new.key is not None else "") + "RETURNING id"
+    row = conn.one(sql, params)
+    if row is None:  # lost the race for the key: the winner has committed its card
+        assert new.key is not None
+        existing = card_with_key(conn, new.board, new.key)
+        if existing is None:  # …and it was finished since: this add may create the card
+            return add(conn, new, now)
+        return Added(existing, created=False)
+    card_id = row[0]
     for dep in sorted(set(new.depends_on)):
-        conn.execute(insert(dep_t), {"card_id": card_id, "depends_on_id": dep})
+        conn.run("INSERT INTO dependency (card_id, depends_on_id) VALUES (:card, :dep)",
+                 {"card": card_id, "dep": dep})
+    extra: dict[str, Any] = {}
+    if status is CardStatus.SCHEDULED:
+        extra["scheduled_for"] = run_after.isoformat()
+    if new.key is not None:
+        extra["key"] = new.key
     record_event(
         conn, board=new.board, card_id=card_id, kind="created", actor=new.created_by, at=now,
         to=str(status), depends_on=sorted(set(new.depends_on)), parent_id=new.parent_id,
+        **extra,
     )
-    return get_card(conn, card_id)
+    return Added(get_card(conn, card_id), created=True)
 
 
-_CARD_COLUMNS = tuple(column.name for column in card_t.columns)
-_GET_CARD = f"SELECT {', '.join(_CARD_COLUMNS)} FROM card WHERE id = :id"
+def card_with_key(conn: Conn, board: str, key: str) -> CardRecord | None:
+    """The board's unfinished card holding idempotency key `key`, if any."""
+    row = conn.one(_BY_KEY, {"board": board, "key": key})
+    return card_from_row(row) if row is not None else None
 
 
-def get_card(conn: Connection, card_id: int, *, board: str | None = None) -> CardRecord:
-    row = rawsql.fetchone(conn, _GET_CARD, {"id": card_id})
-    if row is None:
+_GET_CARD = f"{_CARD_SELECT} WHERE id = :id"
+
+
+def get_card(conn: Conn, card_id: int, *, board: str | None = None) -> CardRecord:
+    return run_plan(conn, card_plan(card_id, board=board))
+
+
+def card_plan(card_id: int, *, board: str | None = None) -> Plan[CardRecord]:
+    rows = yield Query(_GET_CARD, {"id": card_id})
+    if not rows:
         raise CardNotFound(card_id, board)
-    record = CardRecord.from_row(rawsql.row_dict(_CARD_COLUMNS, row))
+    record = card_from_row(rows[0])
     if board is not None and record.board != board:
         raise CardNotFound(card_id, board)
     return record
 
 
-def cards_by_id(conn: Connection, ids: Iterable[int]) -> list[CardRecord]:
+def cards_by_id(conn: Conn, ids: Iterable[int]) -> list[CardRecord]:
+    return run_plan(conn, cards_by_id_plan(ids))
+
+
+def cards_by_id_plan(ids: Iterable[int]) -> Plan[list[CardRecord]]:
     ids = list(ids)
     if not ids:
         return []
-    rows = conn.execute(select(card_t).where(card_t.c.id.in_(ids)).order_by(card_t.c.id))
-    return [CardRecord.from_row(r) for r in rows.mappings()]
+    marks, params = in_list("i", ids)
+    rows = yield Query(f"{_CARD_SELECT} WHERE id IN ({marks}) ORDER BY id", params)
+    return [card_from_row(row) for row in rows]
+
+
+def card_from_row(row: Sequence[object]) -> CardRecord:
+    """A CardRecord from a row of `CARD_COLUMNS`."""
+    return CardRecord.from_row(row_dict(CARD_COLUMNS, row))
+
+
+@dataclass(frozen=True)
+class CardFilter:
+    """Which cards a list shows: `kanban list` options and the web board's filters."""
+
+    board: str | None = None
+    statuses: Sequence[str] = ()
+    include_archived: bool = False
+    since: datetime | None = None  # created at or after
+    profile: str | None = None
+    text: str | None = None  # in the title, any case; `#12` or `12` also matches card 12
+    before: int | None = None  # ids below this one (the next page of a newest-first list)
 
 
 def list_cards(
-    conn: Connection,
+    conn: Conn,
     *,
     board: str | None = None,
     statuses: Sequence[str] = (),
     include_archived: bool = False,
     limit: int | None = None,
 ) -> list[CardRecord]:
-    query = select(card_t).order_by(card_t.c.id)
-    if board is not None:
-        require_board(conn, board)
-        query = query.where(card_t.c.board == board)
-    if statuses:
-        query = query.where(card_t.c.status.in_([CardStatus(s) for s in statuses]))
-    if not include_archived:
-        query = query.where(card_t.c.archived_at.is_(None))
+    flt = CardFilter(board=board, statuses=statuses, include_archived=include_archived)
+    return run_plan(conn, list_cards_plan(flt, limit=limit))
+
+
+def list_cards_plan(flt: CardFilter, *, limit: int | None = None) -> Plan[list[CardRecord]]:
+    """Cards oldest first (`kanban list --json` shape: CardRecord.to_json)."""
+    if flt.board is not None:
+        yield from require_board_plan(flt.board)
+    where, params = filter_sql(flt, prefix="")
+    sql = _CARD_SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
     if limit is not None:
-        query = query.limit(limit)
-    return [CardRecord.from_row(r) for r in conn.execute(query).mappings()]
+        sql += " LIMIT :limit"
+        params["limit"] = limit
+    rows = yield Query(sql, params)
+    return [card_from_row(row) for row in rows]
 
 
-def card_detail(conn: Connection, card_id: int, *, board: str | None = None) -> CardDetail:
-    card = get_card(conn, card_id, board=board)
-    dep_ids = select(dep_t.c.depends_on_id).where(dep_t.c.card_id == card_id)
-    dependent_ids = select(dep_t.c.card_id).where(dep_t.c.depends_on_id == card_id)
-    child_ids = select(card_t.c.id).where(card_t.c.parent_id == card_id)
-    comments = conn.execute(
-        select(comment_t).where(comment_t.c.card_id == card_id).order_by(comment_t.c.id)
-    ).mappings()
-    runs = conn.execute(
-        select(run_t).where(run_t.c.card_id == card_id).order_by(run_t.c.id)
-    ).mappings()
-    events = conn.execute(
-        select(event_t).where(event_t.c.card_id == card_id).order_by(event_t.c.id)
-    ).mappings()
+def filter_sql(flt: CardFilter, *, prefix: str = "c.") -> tuple[list[str], dict[str, object]]:
+    """WHERE terms and parameters for a CardFilter over `card` (aliased by `prefix`)."""
+    where: list[str] = []
+    params: dict[str, object] = {}
+    if flt.board is not None:
+        where.append(f"{prefix}board = :board")
+        params["board"] = flt.board
+    if flt.statuses:
+        marks, names = in_list("s", [str(CardStatus(s)) for s in flt.statuses])
+        where.append(f"{prefix}status IN ({marks})")
+        params.update(names)
+    if not flt.include_archived:
+        where.append(f"{prefix}archived_at IS NULL")
+    if flt.profile:
+        where.append(f"{prefix}profile = :profile")
+        params["profile"] = flt.profile
+    if flt.text and flt.text.strip():
+        text = flt.text.strip()
+        escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        # the database folds case on both sides, so SQLite and PostgreSQL each agree
+        term = f"lower({prefix}title) LIKE lower(:text) ESCAPE '\\'"
+        params["text"] = f"%{escaped}%"
+        number = text.removeprefix("#")
+        if number.isdigit() and int(number) <= v.MAX_ID:
+            term = f"({term} OR {prefix}id = :text_id)"
+            params["text_id"] = int(number)
+        where.append(term)
+    if flt.since is not None:
+        where.append(f"{prefix}created_at >= :since")
+        params["since"] = flt.since
+    if flt.before is not None:
+        where.append(f"{prefix}id < :before")
+        params["before"] = flt.before
+    return where, params
+
+
+def card_detail(conn: Conn, card_id: int, *, board: str | None = None) -> CardDetail:
+    return run_plan(conn, card_detail_plan(card_id, board=board))
+
+
+def card_detail_plan(card_id: int, *, board: str | None = None) -> Plan[CardDetail]:
+    """One card with its links, comments, runs and history (`kanban show --json`)."""
+    card = yield from card_plan(card_id, board=board)
+    key = {"id": card_id}
+    dep_ids = (yield Query("SELECT depends_on_id FROM dependency WHERE card_id = :id", key)
+               ).column()
+    dependent_ids = (yield Query("SELECT card_id FROM dependency WHERE depends_on_id = :id",
+                                 key)).column()
+    child_ids = (yield Query("SELECT id FROM card WHERE parent_id = :id", key)).column()
+    comments: Rows = yield Query("SELECT * FROM comment WHERE card_id = :id ORDER BY id", key)
+    runs: Rows = yield Query("SELECT * FROM run WHERE card_id = :id ORDER BY id", key)
+    events: Rows = yield Query("SELECT * FROM event WHERE card_id = :id ORDER BY id", key)
     return CardDetail(
         card=card,
-        depends_on=tuple(cards_by_id(conn, conn.execute(dep_ids).scalars())),
-        dependents=tuple(cards_by_id(conn, conn.execute(dependent_ids).scalars())),
-        children=tuple(cards_by_id(conn, conn.execute(child_ids).scalars())),
-        comments=tuple(CommentRecord.from_row(r) for r in comments),
-        runs=tuple(RunRecord.from_row(r) for r in runs),
-        events=tuple(EventRecord.from_row(r) for r in events),
+        depends_on=tuple((yield from cards_by_id_plan(dep_ids))),
+        dependents=tuple((yield from cards_by_id_plan(dependent_ids))),
+        children=tuple((yield from cards_by_id_plan(child_ids))),
+        comments=tuple(CommentRecord.from_row(with_times(r)) for r in comments.maps()),
+        runs=tuple(RunRecord.from_row(with_times(r)) for r in runs.maps()),
+        events=tuple(EventRecord.from_row(with_times(r)) for r in events.maps()),
+        attachments=tuple((yield from card_attachments_plan(card_id))),
     )
+
+
+def card_attachments(conn: Conn, card_id: int) -> list[AttachmentRecord]:
+    return run_plan(conn, card_attachments_plan(card_id))
+
+
+def card_attachments_plan(card_id: int) -> Plan[list[AttachmentRecord]]:
+    rows = yield Query("SELECT id, card_id, name, sha256, size, media_type, added_by, at "
+                       "FROM attachment WHERE card_id = :id ORDER BY name", {"id": card_id})
+    return [AttachmentRecord.from_row(with_times(r)) for r in rows.maps()]

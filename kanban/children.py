@@ -6,15 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, select
-
 from kanban.cards import NewCard, add_card, get_card
 from kanban.errors import LimitExceeded, ValidationError
+from kanban.state.rows import as_time
+from kanban.state.store import Conn
 from kanban.states import TERMINAL, CardStatus
-from state.models import Card, Run
 
-card_t = Card.__table__
-run_t = Run.__table__
 SETTLED = TERMINAL | {CardStatus.BLOCKED}
 
 
@@ -28,6 +25,12 @@ class ChildTask:
     profile: str = "default"
     toolsets: tuple[str, ...] | None = None
     after: tuple[int, ...] = ()
+    key: str | None = None  # an unfinished card of the board with this key is reused
+    skills: tuple[str, ...] = ()
+    model: str | None = None  # None: the batch's model
+    timeout_s: float | None = None  # None: the batch's
+    max_attempts: int | None = None  # None: the batch's
+    workspace: str | None = None  # stored form (kanban.workspaces.normalise_spec)
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class ChildStatus:
     finished_at: datetime | None
     progress: str | None
     heartbeat_at: datetime | None
+    activity: str | None = None  # JSON, see kanban.activity
 
     @property
     def settled(self) -> bool:
@@ -56,7 +60,7 @@ class ChildStatus:
         return out
 
 
-def add_children(conn: Connection, parent_id: int, tasks: Sequence[ChildTask], *,
+def add_children(conn: Conn, parent_id: int, tasks: Sequence[ChildTask], *,
                  model: str | None, timeout_s: float | None, max_attempts: int,
                  max_depth: int, now: datetime) -> list[int]:
     """Create the batch under `parent_id`, resolving `after` indexes to card ids."""
@@ -73,28 +77,31 @@ def add_children(conn: Connection, parent_id: int, tasks: Sequence[ChildTask], *
         card = add_card(conn, NewCard(
             title=task.title, goal=task.goal, context=task.context, board=parent.board,
             profile=task.profile, depends_on=[ids[i] for i in task.after], parent_id=parent_id,
-            created_by=f"card:#{parent_id}", model=model, timeout_s=timeout_s,
-            max_attempts=max_attempts,
+            created_by=f"card:#{parent_id}", model=task.model or model,
+            timeout_s=task.timeout_s or timeout_s,
+            max_attempts=task.max_attempts or max_attempts, workspace=task.workspace,
             toolsets=",".join(task.toolsets) if task.toolsets is not None else None,
+            key=task.key, skills=task.skills,
         ), now)
         ids.append(card.id)
     return ids
 
 
-def children_status(conn: Connection, ids: Sequence[int]) -> list[ChildStatus]:
-    live_run = (run_t.c.card_id == card_t.c.id) & (run_t.c.claim_token == card_t.c.claim_token)
-    rows = conn.execute(
-        select(card_t.c.id, card_t.c.title, card_t.c.status, card_t.c.result, card_t.c.error,
-               card_t.c.started_at, card_t.c.finished_at, run_t.c.progress,
-               run_t.c.heartbeat_at)
-        .outerjoin(run_t, live_run)
-        .where(card_t.c.id.in_(list(ids)))
-        .order_by(card_t.c.id)
-    ).all()
-    return [ChildStatus(*row) for row in rows]
+def children_status(conn: Conn, ids: Sequence[int]) -> list[ChildStatus]:
+    ids = list(ids)
+    if not ids:
+        return []
+    marks = ", ".join(f":i{n}" for n in range(len(ids)))
+    rows = conn.all(
+        "SELECT c.id, c.title, c.status, c.result, c.error, c.started_at, c.finished_at, "
+        "r.progress, r.heartbeat_at, r.activity FROM card c LEFT JOIN run r "
+        "ON r.card_id = c.id AND "
+        f"r.claim_token = c.claim_token WHERE c.id IN ({marks}) ORDER BY c.id",
+        {f"i{n}": card_id for n, card_id in enumerate(ids)})
+    return [ChildStatus(row[0], row[1], row[2], row[3], row[4], as_time(row[5]),
+                        as_time(row[6]), row[7], as_time(row[8]), row[9]) for row in rows]
 
 
-def unfinished_children(conn: Connection, parent_id: int) -> list[int]:
-    rows = conn.execute(select(card_t.c.id).where(
-        card_t.c.parent_id == parent_id, card_t.c.status.not_in(list(TERMINAL))))
-    return list(rows.scalars())
+def unfinished_children(conn: Conn, parent_id: int) -> list[int]:
+    return conn.column("SELECT id FROM card WHERE parent_id = :id AND status NOT IN "
+                       "('done', 'failed', 'cancelled')", {"id": parent_id})

@@ -10,19 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
-
 from kanban.errors import InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import Claim, MessageRecord, RunRecord
+from kanban.state.plans import Plan, Query, Rows, run_plan
+from kanban.state.rows import as_set_time, as_time, with_times
+from kanban.state.store import Conn
 from kanban.states import CardStatus
-from state import rawsql
-from state.models import Card, Message, Run, Usage
-
-card_t = Card.__table__
-run_t = Run.__table__
-message_t = Message.__table__
-usage_t = Usage.__table__
 
 _PICK = """
     SELECT c.id FROM card c JOIN board b ON b.name = c.board
@@ -56,6 +50,17 @@ FROM picked WHERE card.id = picked.id
 """
 
 
+# A scheduled card whose time came joins the queue (or waits in todo for its dependencies).
+# The partial index ix_card_scheduled serves the WHERE; one statement per claim.
+_RELEASE_DUE = """
+UPDATE card SET updated_at = :now, status = CASE WHEN EXISTS (
+        SELECT 1 FROM dependency d JOIN card b ON b.id = d.depends_on_id
+        WHERE d.card_id = card.id AND b.status != 'done') THEN 'todo' ELSE 'ready' END
+WHERE id IN (SELECT id FROM card WHERE status = 'scheduled' AND run_after <= :now {board}{lock})
+RETURNING id, board, status
+"""
+
+
 @dataclass(frozen=True)
 class ClaimFilter:
     """Which ready cards this dispatcher may take."""
@@ -74,44 +79,68 @@ def _claim_sql(dialect: str, flt: ClaimFilter) -> str:
     return (_CLAIM_POSTGRES if dialect == "postgresql" else _CLAIM_SQLITE).format(filters=filters)
 
 
-def has_claimable(conn: Connection, *, now: datetime, flt: ClaimFilter = ClaimFilter()) -> bool:
-    """A cheap read: is any card ready to claim? Saves taking the write lock for nothing."""
-    query = select(card_t.c.id).where(card_t.c.status == CardStatus.READY,
-                                      card_t.c.run_after <= now)
+def has_claimable(conn: Conn, *, now: datetime, flt: ClaimFilter = ClaimFilter()) -> bool:
+    """A cheap read: is any card ready to claim (or scheduled and due)? Saves taking the
+    write lock for nothing."""
+    sql = "SELECT id FROM card WHERE status = 'ready' AND run_after <= :now"
+    params: dict[str, Any] = {"now": now}
+    board = ""
     if flt.board is not None:
-        query = query.where(card_t.c.board == flt.board)
+        board = " AND board = :board"
+        params["board"] = flt.board
+    sql += board
     if flt.exclude_profiles:
-        query = query.where(card_t.c.profile.not_in(list(flt.exclude_profiles)))
-    return conn.execute(query.limit(1)).first() is not None
+        names = ", ".join(f":excluded_{i}" for i in range(len(flt.exclude_profiles)))
+        sql += f" AND profile NOT IN ({names})"
+        params.update({f"excluded_{i}": name for i, name in enumerate(flt.exclude_profiles)})
+    if conn.one(sql + " LIMIT 1", params) is not None:
+        return True
+    return conn.one("SELECT id FROM card WHERE status = 'scheduled' AND run_after <= :now"
+                    f"{board} LIMIT 1", params) is not None
 
 
-def next_due(conn: Connection, *, now: datetime, flt: ClaimFilter = ClaimFilter()
+def next_due(conn: Conn, *, now: datetime, flt: ClaimFilter = ClaimFilter()
              ) -> datetime | None:
-    """When the earliest ready card held back by its backoff becomes claimable."""
-    where = "status = 'ready' AND run_after > :now" + (
-        " AND board = :board" if flt.board is not None else "")
-    row = rawsql.fetchone(conn, f"SELECT min(run_after) FROM card WHERE {where}",
-                          {"now": now, "board": flt.board})
-    return rawsql.as_time(row[0]) if row else None
+    """When the earliest card held back by its backoff or its schedule becomes claimable."""
+    board = " AND board = :board" if flt.board is not None else ""
+    params = {"now": now, "board": flt.board}
+    times = [as_time(conn.scalar(f"SELECT min(run_after) FROM card WHERE status = 'ready' "
+                                 f"AND run_after > :now{board}", params)),
+             as_time(conn.scalar(f"SELECT min(run_after) FROM card WHERE status = 'scheduled'"
+                                 f"{board}", params))]
+    return min((t for t in times if t is not None), default=None)
 
 
-def claim(conn: Connection, n: int, *, now: datetime, lease_s: float,
+def release_due(conn: Conn, *, now: datetime, board: str | None = None) -> list[int]:
+    """Scheduled cards whose time came: ready (todo while a dependency is unfinished)."""
+    sql = _RELEASE_DUE.format(board=" AND board = :board" if board is not None else "",
+                              lock=" FOR UPDATE SKIP LOCKED" if conn.dialect == "postgresql"
+                              else "")
+    released = conn.all(sql, {"now": now, "board": board})
+    for card_id, card_board, status in released:
+        record_event(conn, board=card_board, card_id=card_id, kind="due", actor="system",
+                     at=now, **status_change(CardStatus.SCHEDULED, status))
+    return sorted(card_id for card_id, _, _ in released)
+
+
+def claim(conn: Conn, n: int, *, now: datetime, lease_s: float,
           flt: ClaimFilter = ClaimFilter(), dispatcher_id: int | None = None,
           host: str | None = None) -> list[Claim]:
     """Atomically take up to n ready cards: one UPDATE … RETURNING, plus runs and events."""
     if n <= 0:
         return []
+    release_due(conn, now=now, board=flt.board)
     lease_until = now + timedelta(seconds=lease_s)
     params: dict[str, Any] = {"now": now, "lease_until": lease_until, "n": n}
     if flt.board is not None:
         params["board"] = flt.board
     params.update({f"excluded_{i}": name for i, name in enumerate(flt.exclude_profiles)})
-    rows = rawsql.fetchall(conn, _claim_sql(conn.dialect.name, flt), params)
+    rows = conn.all(_claim_sql(conn.dialect, flt), params)
     claims = []
     # queue order: priority first, then age (RETURNING gives no order)
     for _, card_id, board, attempt, token, profile, model, timeout_s in sorted(
             rows, key=lambda r: (-r[0], r[1])):
-        run_id = rawsql.fetchone(conn, _INSERT_RUN, {
+        run_id = conn.one(_INSERT_RUN, {
             "card_id": card_id, "attempt": attempt, "token": token,
             "dispatcher_id": dispatcher_id, "host": host, "pid": None, "now": now})[0]
         record_event(conn, board=board, card_id=card_id, run_id=run_id, kind="claimed",
@@ -122,12 +151,11 @@ def claim(conn: Connection, n: int, *, now: datetime, lease_s: float,
     return claims
 
 
-def heartbeat(conn: Connection, card_id: int, claim_token: str, *, run_id: int, lease_s: float,
+def heartbeat(conn: Conn, card_id: int, claim_token: str, *, run_id: int, lease_s: float,
               now: datetime, note: str | None = None) -> datetime:
     """Renew the lease (fenced); returns the new expiry."""
     until = now + timedelta(seconds=lease_s)
-    renewed = rawsql.fetchone(
-        conn, "UPDATE card SET lease_expires_at = :until WHERE id = :card_id AND "
+    renewed = conn.one("UPDATE card SET lease_expires_at = :until WHERE id = :card_id AND "
               "claim_token = :token AND status = 'running' RETURNING board",
         {"until": until, "card_id": card_id, "token": claim_token})
     if renewed is None:
@@ -136,20 +164,22 @@ def heartbeat(conn: Connection, card_id: int, claim_token: str, *, run_id: int, 
         note = note[:2000]
         record_event(conn, board=renewed[0], card_id=card_id, run_id=run_id, kind="progress",
                      actor=f"card:#{card_id}", at=now, note=note)
-    rawsql.run(conn, "UPDATE run SET heartbeat_at = :now, progress = coalesce(:note, progress) "
+    conn.run("UPDATE run SET heartbeat_at = :now, progress = coalesce(:note, progress) "
                      "WHERE id = :run_id AND card_id = :card_id AND claim_token = :token",
                {"now": now, "note": note or None, "run_id": run_id, "card_id": card_id,
                 "token": claim_token})
     return until
 
 
-def set_run_process(conn: Connection, run_id: int, *, pid: int, host: str) -> None:
-    rawsql.run(conn, "UPDATE run SET pid = :pid, host = :host WHERE id = :id",
-               {"pid": pid, "host": host, "id": run_id})
+def set_run_process(conn: Conn, run_id: int, *, pid: int, host: str,
+                    proc_start: int | None = None) -> None:
+    """The worker's process: pid, host and start time ((boot, pid, start) names it)."""
+    conn.run("UPDATE run SET pid = :pid, host = :host, proc_start = :start WHERE id = :id",
+               {"pid": pid, "host": host, "start": proc_start, "id": run_id})
 
 
-def record_exit(conn: Connection, run_id: int, exit_code: int) -> None:
-    rawsql.run(conn, "UPDATE run SET exit_code = :code WHERE id = :id",
+def record_exit(conn: Conn, run_id: int, exit_code: int) -> None:
+    conn.run("UPDATE run SET exit_code = :code WHERE id = :id",
                {"code": exit_code, "id": run_id})
 
 
@@ -165,94 +195,125 @@ class Lease:
     timeout_s: float | None
     pid: int | None
     host: str | None
+    dispatcher_id: int | None = None  # the dispatcher that claimed it
+    proc_start: int | None = None  # the worker process's start (ticks after boot)
+    profile: str = "default"
 
 
-def running_leases(conn: Connection, *, board: str | None = None) -> list[Lease]:
-    query = (
-        select(card_t.c.id, card_t.c.claim_token, run_t.c.id, card_t.c.lease_expires_at,
-               card_t.c.started_at, card_t.c.timeout_s, run_t.c.pid, run_t.c.host)
-        .join(run_t, (run_t.c.card_id == card_t.c.id)
-              & (run_t.c.claim_token == card_t.c.claim_token))
-        .where(card_t.c.status == CardStatus.RUNNING)
-    )
+def running_leases(conn: Conn, *, board: str | None = None) -> list[Lease]:
+    sql = ("SELECT c.id, c.claim_token, r.id, c.lease_expires_at, c.started_at, c.timeout_s, "
+           "r.pid, r.host, r.dispatcher_id, r.proc_start, c.profile FROM card c JOIN run r "
+           "ON r.card_id = c.id AND r.claim_token = c.claim_token WHERE c.status = 'running'")
     if board is not None:
-        query = query.where(card_t.c.board == board)
-    return [Lease(*row) for row in conn.execute(query).all()]
+        sql += " AND c.board = :board"
+    return [Lease(card_id, token, run_id, as_set_time(lease), as_time(started), timeout, pid,
+                  host, dispatcher_id, proc_start, profile)
+            for card_id, token, run_id, lease, started, timeout, pid, host, dispatcher_id,
+            proc_start, profile in conn.all(sql, {"board": board})]
 
 
-def is_current(conn: Connection, card_id: int, claim_token: str) -> bool:
-    return rawsql.fetchone(
-        conn, "SELECT id FROM card WHERE id = :card_id AND claim_token = :token AND "
+def is_current(conn: Conn, card_id: int, claim_token: str) -> bool:
+    return conn.one("SELECT id FROM card WHERE id = :card_id AND claim_token = :token AND "
               "status = 'running'", {"card_id": card_id, "token": claim_token}) is not None
 
 
-def append_message(conn: Connection, run_id: int, seq: int, message: dict[str, Any], *,
+def append_message(conn: Conn, run_id: int, seq: int, message: dict[str, Any], *,
                    now: datetime) -> None:
+    """One transcript message (a `Message.to_dict()`): reasoning and the answering model
+    have columns; `is_error` and provider reasoning blocks go in `data`."""
     tool_calls = message.get("tool_calls") or None
-    rawsql.run(conn, "INSERT INTO message (run_id, seq, role, content, tool_calls, tool_call_id, "
-                     "name, at) VALUES (:run_id, :seq, :role, :content, :tool_calls, "
-                     ":tool_call_id, :name, :at)", {
+    data = {key: message[key] for key in ("is_error", "reasoning_data") if message.get(key)}
+    conn.run("INSERT INTO message (run_id, seq, role, content, tool_calls, tool_call_id, "
+             "name, at, reasoning, model, data) VALUES (:run_id, :seq, :role, :content, "
+             ":tool_calls, :tool_call_id, :name, :at, :reasoning, :model, :data)", {
         "run_id": run_id, "seq": seq, "role": message["role"], "content": message.get("content"),
         "tool_calls": json.dumps(tool_calls) if tool_calls else None,
         "tool_call_id": message.get("tool_call_id"), "name": message.get("name"), "at": now,
+        "reasoning": message.get("reasoning"), "model": message.get("model"),
+        "data": json.dumps(data) if data else None,
     })
 
 
 _ADD_TOKENS = ("UPDATE {table} SET input_tokens = input_tokens + :input_tokens, "
                "output_tokens = output_tokens + :output_tokens, "
-               "cached_tokens = cached_tokens + :cached_tokens WHERE id = :id")
+               "cached_tokens = cached_tokens + :cached_tokens, "
+               "cost = cost + :cost WHERE id = :id")
 
 
-def record_usage(conn: Connection, run_id: int, card_id: int, model: str, *, input_tokens: int,
-                 output_tokens: int, cached_tokens: int, now: datetime) -> None:
+def record_usage(conn: Conn, run_id: int, card_id: int, model: str, *, input_tokens: int,
+                 output_tokens: int, cached_tokens: int, now: datetime,
+                 cost: float | None = None) -> None:
+    """One model call's tokens and cost (None: unknown price), added to its run and card."""
     tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens,
               "cached_tokens": cached_tokens}
-    rawsql.run(conn, "INSERT INTO usage (run_id, model, input_tokens, output_tokens, "
-                     "cached_tokens, at) VALUES (:run_id, :model, :input_tokens, "
-                     ":output_tokens, :cached_tokens, :at)",
-               {"run_id": run_id, "model": model, "at": now, **tokens})
-    rawsql.run(conn, _ADD_TOKENS.format(table="run"), {"id": run_id, **tokens})
-    rawsql.run(conn, _ADD_TOKENS.format(table="card"), {"id": card_id, **tokens})
+    conn.run("INSERT INTO usage (run_id, model, input_tokens, output_tokens, "
+             "cached_tokens, at, cost) VALUES (:run_id, :model, :input_tokens, "
+             ":output_tokens, :cached_tokens, :at, :cost)",
+             {"run_id": run_id, "model": model, "at": now, "cost": cost, **tokens})
+    # card before run: the order the heartbeat and the transitions lock them in
+    conn.run(_ADD_TOKENS.format(table="card"), {"id": card_id, "cost": cost or 0.0, **tokens})
+    conn.run(_ADD_TOKENS.format(table="run"), {"id": run_id, "cost": cost or 0.0, **tokens})
 
 
-def run_transcript(conn: Connection, card_id: int) -> list[tuple[RunRecord, list[MessageRecord]]]:
-    runs = conn.execute(select(run_t).where(run_t.c.card_id == card_id).order_by(run_t.c.id))
-    out = []
-    for run in [RunRecord.from_row(r) for r in runs.mappings()]:
-        msgs = conn.execute(select(message_t).where(message_t.c.run_id == run.id)
-                            .order_by(message_t.c.seq)).mappings()
-        out.append((run, [MessageRecord.from_row(m) for m in msgs]))
-    return out
+def record_activity(conn: Conn, run_id: int, card_id: int, claim_token: str,
+                    activity: dict[str, Any], *, now: datetime) -> None:
+    """What a running worker is doing now (shown by the board, `show` and `run`)."""
+    conn.run("UPDATE run SET activity = :activity, activity_at = :now WHERE id = :run_id "
+             "AND card_id = :card_id AND claim_token = :token",
+             {"activity": json.dumps(activity, ensure_ascii=False), "now": now,
+              "run_id": run_id, "card_id": card_id, "token": claim_token})
 
 
-def lease_of(conn: Connection, card_id: int) -> datetime | None:
+def run_transcript(conn: Conn, card_id: int) -> list[tuple[RunRecord, list[MessageRecord]]]:
+    return run_plan(conn, run_transcript_plan(card_id))
+
+
+def run_transcript_plan(card_id: int) -> Plan[list[tuple[RunRecord, list[MessageRecord]]]]:
+    """Every run of a card, oldest first, each with its messages in order."""
+    runs: Rows = yield Query("SELECT * FROM run WHERE card_id = :id ORDER BY id", {"id": card_id})
+    messages: Rows = yield Query(
+        "SELECT m.* FROM message m JOIN run r ON r.id = m.run_id WHERE r.card_id = :id "
+        "ORDER BY m.run_id, m.seq", {"id": card_id})
+    by_run: dict[int, list[MessageRecord]] = {}
+    for m in messages.maps():
+        by_run.setdefault(m["run_id"], []).append(MessageRecord.from_row(with_times(m)))
+    return [(run, by_run.get(run.id, []))
+            for run in [RunRecord.from_row(with_times(r)) for r in runs.maps()]]
+
+
+def current_lease(conn: Conn, card_id: int, claim_token: str) -> datetime | None:
+    """When claim_token's lease on the card expires; None once it holds it no more. On
+    PostgreSQL the row stays locked to the end of the transaction, so no renewal slips in."""
+    lock = " FOR UPDATE" if conn.dialect == "postgresql" else ""
+    row = conn.one("SELECT lease_expires_at FROM card WHERE id = :id AND claim_token = :token "
+                   f"AND status = 'running'{lock}", {"id": card_id, "token": claim_token})
+    return as_time(row[0]) if row else None
+
+
+def lease_of(conn: Conn, card_id: int) -> datetime | None:
     """When the card's current lease expires (None once it is not running)."""
-    row = rawsql.fetchone(conn, "SELECT lease_expires_at FROM card WHERE id = :id",
+    row = conn.one("SELECT lease_expires_at FROM card WHERE id = :id",
                           {"id": card_id})
-    return rawsql.as_time(row[0]) if row else None
+    return as_time(row[0]) if row else None
 
 
-def claim_card(conn: Connection, card_id: int, *, now: datetime, lease_s: float,
+def claim_card(conn: Conn, card_id: int, *, now: datetime, lease_s: float,
                host: str | None = None, actor: str = "lead") -> Claim:
     """Claim one specific ready card (the lead claims its own card this way)."""
     token = secrets.token_hex(16)
     lease_until = now + timedelta(seconds=lease_s)
-    row = conn.execute(
-        update(card_t)
-        .where(card_t.c.id == card_id, card_t.c.status == CardStatus.READY)
-        .values(status=CardStatus.RUNNING, claim_token=token, attempt=card_t.c.attempt + 1,
-                lease_expires_at=lease_until, started_at=now, updated_at=now)
-        .returning(card_t.c.board, card_t.c.attempt, card_t.c.profile, card_t.c.model,
-                   card_t.c.timeout_s)
-    ).first()
+    row = conn.one(
+        "UPDATE card SET status = 'running', claim_token = :token, attempt = attempt + 1, "
+        "lease_expires_at = :lease_until, started_at = :now, updated_at = :now "
+        "WHERE id = :id AND status = 'ready' "
+        "RETURNING board, attempt, profile, model, timeout_s",
+        {"token": token, "lease_until": lease_until, "now": now, "id": card_id})
     if row is None:
         raise InvalidTransition(f"cannot claim #{card_id}: it is not ready")
     board, attempt, profile, model, timeout_s = row
-    run_id = conn.execute(insert(run_t).returning(run_t.c.id), {
-        "card_id": card_id, "attempt": attempt, "claim_token": token, "host": host,
-        "pid": os.getpid(), "started_at": now, "heartbeat_at": now,
-        "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
-    }).scalar_one()
+    run_id = conn.one(_INSERT_RUN, {
+        "card_id": card_id, "attempt": attempt, "token": token, "dispatcher_id": None,
+        "host": host, "pid": os.getpid(), "now": now})[0]
     record_event(conn, board=board, card_id=card_id, run_id=run_id, kind="claimed", actor=actor,
                  at=now, attempt=attempt, **status_change(CardStatus.READY, CardStatus.RUNNING))
     return Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until)

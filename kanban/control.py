@@ -2,42 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, delete, insert, update
-
 from kanban.cards import require_board
 from kanban.events import record_event
-from state import rawsql
-from state.models import Board, Dispatcher, Setting
+from kanban.state.plans import Plan, Query, run_plan
+from kanban.state.rows import row_dict
+from kanban.state.store import Conn
 
-setting_t = Setting.__table__
-board_t = Board.__table__
-dispatcher_t = Dispatcher.__table__
 SPAWN_PAUSED = "spawn_paused"
 DISPATCHER_STALE_S = 15.0
 
 
-def get_setting(conn: Connection, key: str) -> str | None:
-    row = rawsql.fetchone(conn, "SELECT value FROM setting WHERE key = :key", {"key": key})
+def get_setting(conn: Conn, key: str) -> str | None:
+    row = conn.one("SELECT value FROM setting WHERE key = :key", {"key": key})
     return row[0] if row else None
 
 
-def set_setting(conn: Connection, key: str, value: str | None) -> None:
-    conn.execute(delete(setting_t).where(setting_t.c.key == key))
+def set_setting(conn: Conn, key: str, value: str | None) -> None:
+    conn.run("DELETE FROM setting WHERE key = :key", {"key": key})
     if value is not None:
-        conn.execute(insert(setting_t), {"key": key, "value": value})
+        conn.run("INSERT INTO setting (key, value) VALUES (:key, :value)",
+                 {"key": key, "value": value})
 
 
-def set_paused(conn: Connection, paused: bool, *, board: str | None, now: datetime,
+def set_paused(conn: Conn, paused: bool, *, board: str | None, now: datetime,
                actor: str = "user") -> None:
     """Pause or resume spawning, globally or for one board."""
     if board is None:
         set_setting(conn, SPAWN_PAUSED, "1" if paused else None)
     else:
         require_board(conn, board)
-        conn.execute(update(board_t).where(board_t.c.name == board).values(paused=paused))
+        conn.run("UPDATE board SET paused = :paused WHERE name = :board",
+                 {"paused": paused, "board": board})
     record_event(conn, board=board or "*", kind="paused" if paused else "resumed", actor=actor,
                  at=now, scope=board or "global")
 
@@ -52,30 +51,39 @@ class PauseState:
         return self.global_paused or self.board_paused
 
 
-def pause_state(conn: Connection, board: str | None) -> PauseState:
-    glob = get_setting(conn, SPAWN_PAUSED) == "1"
+def pause_state(conn: Conn, board: str | None) -> PauseState:
+    return run_plan(conn, pause_state_plan(board))
+
+
+def pause_state_plan(board: str | None) -> Plan[PauseState]:
+    rows = yield Query("SELECT value FROM setting WHERE key = :key", {"key": SPAWN_PAUSED})
     local = False
     if board is not None:
-        row = rawsql.fetchone(conn, "SELECT paused FROM board WHERE name = :b", {"b": board})
-        local = bool(row and row[0])
-    return PauseState(glob, local)
+        row = yield Query("SELECT paused FROM board WHERE name = :b", {"b": board})
+        local = bool(row and row[0][0])
+    return PauseState(rows.scalar() == "1", local)
 
 
-def register_dispatcher(conn: Connection, *, host: str, pid: int, now: datetime,
-                        board: str | None = None) -> int:
-    return conn.execute(insert(dispatcher_t).returning(dispatcher_t.c.id), {
-        "host": host, "pid": pid, "board": board, "started_at": now,
-        "heartbeat_at": now}).scalar_one()
+def register_dispatcher(conn: Conn, *, host: str, pid: int, now: datetime,
+                        board: str | None = None, instance: str | None = None,
+                        boot_id: str | None = None, booted_at: datetime | None = None) -> int:
+    """A row for this dispatcher instance (random `instance`, host boot); returns its id."""
+    return int(conn.scalar(
+        "INSERT INTO dispatcher (host, pid, board, started_at, heartbeat_at, instance, boot_id, "
+        "booted_at) VALUES (:host, :pid, :board, :now, :now, :instance, :boot_id, :booted_at) "
+        "RETURNING id",
+        {"host": host, "pid": pid, "board": board, "now": now, "instance": instance,
+         "boot_id": boot_id, "booted_at": booted_at}))
 
 
-def beat_dispatcher(conn: Connection, dispatcher_id: int, now: datetime) -> None:
-    conn.execute(update(dispatcher_t).where(dispatcher_t.c.id == dispatcher_id)
-                 .values(heartbeat_at=now))
+def beat_dispatcher(conn: Conn, dispatcher_id: int, now: datetime) -> None:
+    conn.run("UPDATE dispatcher SET heartbeat_at = :now WHERE id = :id",
+             {"now": now, "id": dispatcher_id})
 
 
-def stop_dispatcher(conn: Connection, dispatcher_id: int, now: datetime) -> None:
-    conn.execute(update(dispatcher_t).where(dispatcher_t.c.id == dispatcher_id)
-                 .values(stopped_at=now, heartbeat_at=now))
+def stop_dispatcher(conn: Conn, dispatcher_id: int, now: datetime) -> None:
+    conn.run("UPDATE dispatcher SET stopped_at = :now, heartbeat_at = :now WHERE id = :id",
+             {"now": now, "id": dispatcher_id})
 
 
 @dataclass(frozen=True)
@@ -86,23 +94,47 @@ class DispatcherInfo:
     started_at: datetime
     heartbeat_at: datetime
     board: str | None = None
+    instance: str | None = None
+    boot_id: str | None = None
+    stopped_at: datetime | None = None
 
     def serves(self, board: str) -> bool:
         return self.board is None or self.board == board
 
+    def alive(self, now: datetime, stale_s: float = DISPATCHER_STALE_S) -> bool:
+        """Not stopped, and heartbeating lately (a dead one stops beating)."""
+        return self.stopped_at is None and self.heartbeat_at >= now - timedelta(seconds=stale_s)
 
-def live_dispatchers(conn: Connection, now: datetime,
+
+_DISPATCHER_FIELDS = ("id", "host", "pid", "started_at", "heartbeat_at", "board", "instance",
+                      "boot_id", "stopped_at")
+_SELECT_DISPATCHER = f"SELECT {', '.join(_DISPATCHER_FIELDS)} FROM dispatcher"
+
+
+def live_dispatchers(conn: Conn, now: datetime,
                      stale_s: float = DISPATCHER_STALE_S) -> list[DispatcherInfo]:
-    rows = rawsql.fetchall(
-        conn, "SELECT id, host, pid, started_at, heartbeat_at, board FROM dispatcher "
-              "WHERE stopped_at IS NULL AND heartbeat_at >= :since ORDER BY id",
-        {"since": now - timedelta(seconds=stale_s)})
-    return [DispatcherInfo(**rawsql.row_dict(_DISPATCHER_FIELDS, row)) for row in rows]
+    return run_plan(conn, live_dispatchers_plan(now, stale_s))
 
 
-_DISPATCHER_FIELDS = ("id", "host", "pid", "started_at", "heartbeat_at", "board")
+def live_dispatchers_plan(now: datetime, stale_s: float = DISPATCHER_STALE_S
+                          ) -> Plan[list[DispatcherInfo]]:
+    rows = yield Query(f"{_SELECT_DISPATCHER} WHERE stopped_at IS NULL AND "
+                       "heartbeat_at >= :since ORDER BY id",
+                       {"since": now - timedelta(seconds=stale_s)})
+    return [DispatcherInfo(**row_dict(_DISPATCHER_FIELDS, row)) for row in rows]
 
 
-def serving_dispatchers(conn: Connection, board: str, now: datetime) -> list[DispatcherInfo]:
+def dispatchers_by_id(conn: Conn, ids: Iterable[int]) -> dict[int, DispatcherInfo]:
+    """The rows of these dispatchers, live or dead."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    marks = ", ".join(f":d{i}" for i in range(len(wanted)))
+    rows = conn.all(f"{_SELECT_DISPATCHER} WHERE id IN ({marks})",
+                    {f"d{i}": value for i, value in enumerate(wanted)})
+    return {row[0]: DispatcherInfo(**row_dict(_DISPATCHER_FIELDS, row)) for row in rows}
+
+
+def serving_dispatchers(conn: Conn, board: str, now: datetime) -> list[DispatcherInfo]:
     """Live dispatchers that claim cards of `board`."""
     return [d for d in live_dispatchers(conn, now) if d.serves(board)]

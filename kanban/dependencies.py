@@ -5,29 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, delete, exists, insert, select, update
-
 from kanban.errors import CardNotFound, DependencyError
 from kanban.events import record_event, status_change
+from kanban.state.store import Conn
 from kanban.states import CardStatus
-from state import rawsql
-from state.models import Card, Dependency
 
-card_t = Card.__table__
-dep_t = Dependency.__table__
 _LINKABLE = {CardStatus.TODO, CardStatus.READY, CardStatus.BLOCKED}
 
 
-def _card_row(conn: Connection, card_id: int) -> tuple[str, str]:
-    row = conn.execute(
-        select(card_t.c.board, card_t.c.status).where(card_t.c.id == card_id)
-    ).first()
+def _card_row(conn: Conn, card_id: int) -> tuple[str, str]:
+    row = conn.one("SELECT board, status FROM card WHERE id = :id", {"id": card_id})
     if row is None:
         raise CardNotFound(card_id)
     return row[0], row[1]
 
 
-def check_link(conn: Connection, card_id: int | None, depends_on_id: int, *, board: str) -> None:
+def check_link(conn: Conn, card_id: int | None, depends_on_id: int, *, board: str) -> None:
     """Refuse a self link, a missing card, a cross-board link or a cycle."""
     if card_id is not None and card_id == depends_on_id:
         raise DependencyError(f"a card cannot depend on itself (#{card_id})")
@@ -46,14 +39,14 @@ def check_link(conn: Connection, card_id: int | None, depends_on_id: int, *, boa
                                   f"{cycle}")
 
 
-def _path_between(conn: Connection, start: int, goal: int) -> list[int] | None:
+def _path_between(conn: Conn, start: int, goal: int) -> list[int] | None:
     """A dependency path start → … → goal, following depends_on edges (BFS)."""
     parents: dict[int, int | None] = {start: None}
     frontier = [start]
     while frontier:
-        rows = conn.execute(
-            select(dep_t.c.card_id, dep_t.c.depends_on_id).where(dep_t.c.card_id.in_(frontier))
-        ).all()
+        marks = ", ".join(f":f{n}" for n in range(len(frontier)))
+        rows = conn.all(f"SELECT card_id, depends_on_id FROM dependency WHERE card_id IN "
+                        f"({marks})", {f"f{n}": node for n, node in enumerate(frontier)})
         frontier = []
         for src, dst in rows:
             if dst in parents:
@@ -62,30 +55,31 @@ def _path_between(conn: Connection, start: int, goal: int) -> list[int] | None:
             if dst == goal:
                 path = [dst]
                 while parents[path[-1]] is not None:
-                    path.append(parents[path[-1]])  # type: ignore[arg-type]
+                    path.append(parents[path[-1]])
                 return path[::-1]
             frontier.append(dst)
     return None
 
 
-def link(conn: Connection, card_id: int, depends_on_id: int, *, actor: str, now: datetime,
+def link(conn: Conn, card_id: int, depends_on_id: int, *, actor: str, now: datetime,
          board: str | None = None) -> bool:
     """Make card_id depend on depends_on_id; False if the link already existed."""
     card_board, status = _card_row(conn, card_id)
     if board is not None and card_board != board:
         raise CardNotFound(card_id, board)
-    if conn.dialect.name == "postgresql":
+    if conn.dialect == "postgresql":
         # Serialise links per board, as BEGIN IMMEDIATE does on SQLite: two concurrent
         # opposite links must not both pass the cycle check.
-        rawsql.run(conn, "SELECT name FROM board WHERE name = :board FOR UPDATE",
+        conn.run("SELECT name FROM board WHERE name = :board FOR UPDATE",
                    {"board": card_board})
     check_link(conn, card_id, depends_on_id, board=card_board)
     if status not in _LINKABLE:
         raise DependencyError(f"cannot add a dependency to #{card_id}: it is {status}")
-    key = and_(dep_t.c.card_id == card_id, dep_t.c.depends_on_id == depends_on_id)
-    if conn.execute(select(dep_t.c.card_id).where(key)).first():
+    key = {"card": card_id, "dep": depends_on_id}
+    if conn.one("SELECT card_id FROM dependency WHERE card_id = :card AND "
+                "depends_on_id = :dep", key):
         return False
-    conn.execute(insert(dep_t), {"card_id": card_id, "depends_on_id": depends_on_id})
+    conn.run("INSERT INTO dependency (card_id, depends_on_id) VALUES (:card, :dep)", key)
     record_event(conn, board=card_board, card_id=card_id, kind="linked", actor=actor, at=now,
                  depends_on_id=depends_on_id)
     if status == CardStatus.READY and unfinished_dependencies(conn, [depends_on_id]):
@@ -93,47 +87,40 @@ def link(conn: Connection, card_id: int, depends_on_id: int, *, actor: str, now:
     return True
 
 
-def unlink(conn: Connection, card_id: int, depends_on_id: int, *, actor: str,
+def unlink(conn: Conn, card_id: int, depends_on_id: int, *, actor: str,
            now: datetime) -> None:
     card_board, _ = _card_row(conn, card_id)
-    key = and_(dep_t.c.card_id == card_id, dep_t.c.depends_on_id == depends_on_id)
-    if conn.execute(delete(dep_t).where(key)).rowcount == 0:
+    if conn.run("DELETE FROM dependency WHERE card_id = :card AND depends_on_id = :dep",
+                {"card": card_id, "dep": depends_on_id}) == 0:
         raise DependencyError(f"#{card_id} does not depend on #{depends_on_id}")
     record_event(conn, board=card_board, card_id=card_id, kind="unlinked", actor=actor, at=now,
                  depends_on_id=depends_on_id)
     promote_ready(conn, now, candidates=[card_id])
 
 
-def unfinished_dependencies(conn: Connection, ids: Sequence[int]) -> list[int]:
+def unfinished_dependencies(conn: Conn, ids: Sequence[int]) -> list[int]:
     if not ids:
         return []
-    rows = conn.execute(
-        select(card_t.c.id).where(card_t.c.id.in_(list(ids)), card_t.c.status != CardStatus.DONE)
-    )
-    return sorted(rows.scalars())
+    ids = list(ids)
+    marks = ", ".join(f":i{n}" for n in range(len(ids)))
+    return sorted(conn.column(f"SELECT id FROM card WHERE id IN ({marks}) AND status != 'done'",
+                              {f"i{n}": card_id for n, card_id in enumerate(ids)}))
 
 
-def promote_ready(conn: Connection, now: datetime, *, candidates: Iterable[int] | None = None,
+def promote_ready(conn: Conn, now: datetime, *, candidates: Iterable[int] | None = None,
                   actor: str = "system") -> list[int]:
     """Move todo cards whose dependencies are all done to ready; returns their ids."""
-    blocker = card_t.alias("blocker")
-    has_unfinished = exists(
-        select(1)
-        .select_from(dep_t.join(blocker, blocker.c.id == dep_t.c.depends_on_id))
-        .where(dep_t.c.card_id == card_t.c.id, blocker.c.status != CardStatus.DONE)
-    )
-    query = (
-        update(card_t)
-        .where(card_t.c.status == CardStatus.TODO, ~has_unfinished)
-        .values(status=CardStatus.READY, updated_at=now, run_after=now)
-        .returning(card_t.c.id, card_t.c.board)
-    )
+    sql = ("UPDATE card SET status = 'ready', updated_at = :now, run_after = :now "
+           "WHERE status = 'todo' AND NOT EXISTS (SELECT 1 FROM dependency d JOIN card b "
+           "ON b.id = d.depends_on_id WHERE d.card_id = card.id AND b.status != 'done')")
+    params: dict[str, object] = {"now": now}
     if candidates is not None:
         ids = list(candidates)
         if not ids:
             return []
-        query = query.where(card_t.c.id.in_(ids))
-    promoted = conn.execute(query).all()
+        sql += f" AND id IN ({', '.join(f':i{n}' for n in range(len(ids)))})"
+        params.update({f"i{n}": card_id for n, card_id in enumerate(ids)})
+    promoted = conn.all(sql + " RETURNING id, board", params)
     for card_id, board in promoted:
         record_event(conn, board=board, card_id=card_id, kind="promoted", actor=actor, at=now,
                      **status_change(CardStatus.TODO, CardStatus.READY))
@@ -155,31 +142,32 @@ RETURNING id, board
 """
 
 
-def promote_dependents(conn: Connection, done_id: int, now: datetime,
+def promote_dependents(conn: Conn, done_id: int, now: datetime,
                        actor: str = "system") -> list[int]:
     """After `done_id` is done: its dependents whose dependencies are all done become ready."""
     return _move_dependents(conn, _PROMOTE_DEPENDENTS, done_id, now, actor, "promoted",
                             CardStatus.TODO, CardStatus.READY)
 
 
-def demote_dependents(conn: Connection, redo_id: int, now: datetime,
+def demote_dependents(conn: Conn, redo_id: int, now: datetime,
                       actor: str = "system") -> list[int]:
     """A done card goes back to the queue: its ready dependents must wait for it again."""
     return _move_dependents(conn, _DEMOTE_DEPENDENTS, redo_id, now, actor, "demoted",
                             CardStatus.READY, CardStatus.TODO)
 
 
-def _move_dependents(conn: Connection, sql: str, card_id: int, now: datetime, actor: str,
+def _move_dependents(conn: Conn, sql: str, card_id: int, now: datetime, actor: str,
                      kind: str, frm: CardStatus, to: CardStatus) -> list[int]:
-    moved = rawsql.fetchall(conn, sql, {"now": now, "card": card_id})
+    moved = conn.all(sql, {"now": now, "card": card_id})
     for dependent, board in moved:
         record_event(conn, board=board, card_id=dependent, kind=kind, actor=actor, at=now,
                      **status_change(frm, to))
     return sorted(dependent for dependent, _ in moved)
 
 
-def _set_status(conn: Connection, card_id: int, board: str, frm: str, to: str, actor: str,
+def _set_status(conn: Conn, card_id: int, board: str, frm: str, to: str, actor: str,
                 now: datetime) -> None:
-    conn.execute(update(card_t).where(card_t.c.id == card_id).values(status=to, updated_at=now))
+    conn.run("UPDATE card SET status = :to, updated_at = :now WHERE id = :id",
+             {"to": to, "now": now, "id": card_id})
     record_event(conn, board=board, card_id=card_id, kind="demoted", actor=actor, at=now,
                  **status_change(frm, to))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from state.errors import ConfigError, DatabaseError, KanbanError, UsageError
+from kanban.state.errors import ConfigError, DatabaseError, KanbanError, UsageError
 
 __all__ = [
     "BoardNotFound",

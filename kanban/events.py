@@ -6,16 +6,14 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
-
-from state import rawsql
+from kanban.state.store import Conn
 
 _INSERT = ("INSERT INTO event (board, card_id, run_id, kind, actor, data, at) "
            "VALUES (:board, :card_id, :run_id, :kind, :actor, :data, :at)")
 
 
 def record_event(
-    conn: Connection,
+    conn: Conn,
     *,
     board: str,
     kind: str,
@@ -25,7 +23,7 @@ def record_event(
     run_id: int | None = None,
     **data: Any,
 ) -> None:
-    rawsql.run(conn, _INSERT, {
+    conn.run(_INSERT, {
         "board": board, "card_id": card_id, "run_id": run_id, "kind": kind, "actor": actor,
         "data": json.dumps(data, default=str, sort_keys=True), "at": at,
     })

@@ -1,25 +1,39 @@
-"""Read models for the board view and `kanban status`."""
+"""Read models for the board view and `kanban status`, as plans both stores run.
+
+Each read model is a plan (kanban.state.plans): the CLI runs it on its `Conn`, the web
+board on its async connection, so both print the same JSON.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, select
-
-from kanban.cards import require_board
-from kanban.control import DispatcherInfo, PauseState, live_dispatchers, pause_state
-from kanban.states import CardStatus
-from state import rawsql
-from state.models import Card, Run
-
-card_t = Card.__table__
-run_t = Run.__table__
+from kanban.activity import parse as parse_activity
+from kanban.approvals import pending_on_board_plan
+from kanban.cards import (
+    CARD_SELECT,
+    CardFilter,
+    card_from_row,
+    filter_sql,
+    require_board,
+    require_board_plan,
+)
+from kanban.control import DispatcherInfo, PauseState, live_dispatchers_plan, pause_state_plan
+from kanban.errors import ValidationError
+from kanban.records import CardRecord
+from kanban.state.plans import Plan, Query, in_list, run_plan
+from kanban.state.rows import as_set_time, as_time, row_dict
+from kanban.state.store import Conn
+from kanban.states import TERMINAL, CardStatus
 
 BOARD_ORDER = (
-    CardStatus.TODO, CardStatus.READY, CardStatus.RUNNING, CardStatus.BLOCKED, CardStatus.DONE,
-    CardStatus.FAILED, CardStatus.CANCELLED,
+    CardStatus.SCHEDULED, CardStatus.TODO, CardStatus.READY, CardStatus.RUNNING,
+    CardStatus.BLOCKED, CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED,
 )
+MAX_PAGE = 500
 
 
 @dataclass(frozen=True)
@@ -30,22 +44,51 @@ class BoardCard:
     title: str
     priority: int
     status: str
+    profile: str
     created_by: str
     created_at: datetime
     updated_at: datetime
     attempt: int
     heartbeat_at: datetime | None = None
     progress: str | None = None
+    activity: str | None = None  # JSON, see kanban.activity
+    run_after: datetime | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
             "id": self.id, "title": self.title, "priority": self.priority,
-            "status": self.status, "created_by": self.created_by,
+            "status": self.status, "profile": self.profile, "created_by": self.created_by,
             "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
             "attempt": self.attempt,
             "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
             "progress": self.progress,
+            "activity": parse_activity(self.activity) or None,
+            "due_at": (self.run_after.isoformat()
+                       if self.run_after and self.status == CardStatus.SCHEDULED else None),
         }
+
+    def cursor(self) -> str:
+        """Where the next page of this card's column starts (see `column_plan`)."""
+        if self.status in TERMINAL:
+            return f"{self.updated_at.isoformat()}~{self.id}"
+        if self.status == CardStatus.SCHEDULED and self.run_after is not None:
+            return f"{self.run_after.isoformat()}~{self.id}"
+        return f"{self.priority}~{self.id}"
+
+
+# The running card's current run comes along: its heartbeat, progress and live activity.
+BOARD_CARD_SELECT = """
+SELECT c.id, c.title, c.priority, c.status, c.profile, c.created_by, c.created_at,
+       c.updated_at, c.attempt, r.heartbeat_at, r.progress, r.activity, c.run_after
+FROM card c LEFT JOIN run r ON r.card_id = c.id AND r.claim_token = c.claim_token
+"""
+_FIELDS = ("id", "title", "priority", "status", "profile", "created_by", "created_at",
+           "updated_at", "attempt", "heartbeat_at", "progress", "activity", "run_after")
+
+
+def board_card(row: Sequence[Any]) -> BoardCard:
+    """A BoardCard from a row of BOARD_CARD_SELECT."""
+    return BoardCard(**row_dict(_FIELDS, row[:len(_FIELDS)]))
 
 
 @dataclass(frozen=True)
@@ -56,6 +99,9 @@ class BoardSnapshot:
     pause: PauseState
     dispatchers: list[DispatcherInfo] = field(default_factory=list)
     at: datetime | None = None
+    cursor: int = 0  # the newest event when read: changes after it come on the live stream
+    more: dict[str, str | None] = field(default_factory=dict)  # each column's next page
+    approvals: dict[int, list[str]] = field(default_factory=dict)  # card id → pending commands
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -68,46 +114,134 @@ class BoardSnapshot:
             ],
             "counts": self.counts,
             "columns": {k: [c.to_json() for c in v] for k, v in self.columns.items()},
+            "cursor": self.cursor,
+            "pending_approvals": [{"card_id": card_id, "command": command}
+                                  for card_id, commands in self.approvals.items()
+                                  for command in commands],
         }
 
 
-def status_counts(conn: Connection, board: str | None = None) -> dict[str, int]:
+def status_counts(conn: Conn, board: str | None = None) -> dict[str, int]:
+    return run_plan(conn, status_counts_plan(board))
+
+
+def status_counts_plan(board: str | None = None) -> Plan[dict[str, int]]:
     where = "archived_at IS NULL" + (" AND board = :board" if board is not None else "")
-    rows = rawsql.fetchall(conn, f"SELECT status, count(*) FROM card WHERE {where} "
-                                 "GROUP BY status", {"board": board})
+    rows = yield Query(f"SELECT status, count(*) FROM card WHERE {where} GROUP BY status",
+                       {"board": board})
     counts = {str(s): 0 for s in BOARD_ORDER}
     counts.update({status: n for status, n in rows})
     return counts
 
 
-def board_snapshot(conn: Connection, board: str, *, now: datetime,
+def event_cursor_plan() -> Plan[int]:
+    """The id of the newest event (0 on an empty log)."""
+    rows = yield Query("SELECT coalesce(max(id), 0) FROM event")
+    return int(rows.scalar())
+
+
+def board_snapshot(conn: Conn, board: str, *, now: datetime,
                    per_column: int = 20) -> BoardSnapshot:
-    """Counts of every column and its first `per_column` cards (priority, then age)."""
-    require_board(conn, board)
-    counts = status_counts(conn, board)
-    columns = {str(s): _column(conn, board, s, per_column) if counts[s] else []
-               for s in BOARD_ORDER}
-    return BoardSnapshot(board, counts, columns, pause_state(conn, board),
-                         live_dispatchers(conn, now), now)
+    return run_plan(conn, board_snapshot_plan(board, now=now, per_column=per_column))
 
 
-_COLUMN_SQL = """
-SELECT c.id, c.title, c.priority, c.status, c.created_by, c.created_at, c.updated_at,
-       c.attempt, r.heartbeat_at, r.progress
-FROM card c LEFT JOIN run r ON r.card_id = c.id AND r.claim_token = c.claim_token
-WHERE c.board = :board AND c.status = :status AND c.archived_at IS NULL
-ORDER BY {order} LIMIT :limit
-"""
-_FIELDS = ("id", "title", "priority", "status", "created_by", "created_at", "updated_at",
-           "attempt", "heartbeat_at", "progress")
+def board_snapshot_plan(board: str, *, now: datetime, per_column: int = 20,
+                        profile: str | None = None, text: str | None = None,
+                        statuses: Sequence[str] = ()) -> Plan[BoardSnapshot]:
+    """Counts of every column and its first `per_column` cards (priority, then age).
+
+    Counts are the board's; `profile`, `text` and `statuses` narrow the cards listed.
+    """
+    cursor = yield from event_cursor_plan()
+    yield from require_board_plan(board)
+    counts = yield from status_counts_plan(board)
+    shown = {str(CardStatus(s)) for s in statuses} or {str(s) for s in BOARD_ORDER}
+    columns: dict[str, list[BoardCard]] = {}
+    more: dict[str, str | None] = {}
+    for status in BOARD_ORDER:
+        columns[str(status)], more[str(status)] = [], None
+        if counts[status] and status in shown:
+            page = yield from column_plan(board, status, limit=per_column, profile=profile,
+                                          text=text)
+            columns[str(status)], more[str(status)] = page.cards, page.next
+    approvals: dict[int, list[str]] = {}
+    if counts[CardStatus.BLOCKED]:  # only blocked cards wait on an approval
+        for item in (yield from pending_on_board_plan(board)):
+            approvals.setdefault(item.card_id, []).append(item.command)
+    pause = yield from pause_state_plan(board)
+    dispatchers = yield from live_dispatchers_plan(now)
+    return BoardSnapshot(board, counts, columns, pause, dispatchers, now, cursor, more,
+                         approvals)
 
 
-def _column(conn: Connection, board: str, status: CardStatus, limit: int) -> list[BoardCard]:
-    finished = status in (CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED)
+@dataclass(frozen=True)
+class ColumnPage:
+    """One page of a column, in the column's order, and where the next page starts."""
+
+    board: str
+    status: str
+    cards: list[BoardCard]
+    next: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"board": self.board, "status": self.status,
+                "cards": [c.to_json() for c in self.cards], "next": self.next}
+
+
+def column_plan(board: str, status: str, *, limit: int = 50, after: str | None = None,
+                profile: str | None = None, text: str | None = None) -> Plan[ColumnPage]:
+    """A page of one column: unfinished cards by priority then id, finished ones newest
+    first. `after` is the `next` of the previous page (keyset: pages stay stable while
+    cards come and go)."""
+    status = str(CardStatus(status))
+    limit = max(1, min(limit, MAX_PAGE))
+    where, params = filter_sql(CardFilter(board=board, statuses=[status], profile=profile,
+                                          text=text))
+    finished = status in TERMINAL
+    scheduled = status == CardStatus.SCHEDULED
+    if after is not None:
+        key, after_id = _parse_cursor(after, finished or scheduled)
+        if finished:
+            where.append("(c.updated_at < :key OR (c.updated_at = :key AND c.id < :after_id))")
+        elif scheduled:
+            where.append("(c.run_after > :key OR (c.run_after = :key AND c.id > :after_id))")
+        else:
+            where.append("(c.priority < :key OR (c.priority = :key AND c.id > :after_id))")
+        params.update(key=key, after_id=after_id)
     order = "c.updated_at DESC, c.id DESC" if finished else "c.priority DESC, c.id"
-    rows = rawsql.fetchall(conn, _COLUMN_SQL.format(order=order),
-                           {"board": board, "status": status, "limit": limit})
-    return [BoardCard(**rawsql.row_dict(_FIELDS, row)) for row in rows]
+    if scheduled:
+        order = "c.run_after, c.id"  # the next due first
+    params["limit"] = limit + 1  # one more tells whether there is a next page
+    rows = yield Query(f"{BOARD_CARD_SELECT} WHERE {' AND '.join(where)} ORDER BY {order} "
+                       "LIMIT :limit", params)
+    cards = [board_card(row) for row in rows[:limit]]
+    more = len(rows) > limit
+    return ColumnPage(board, status, cards, cards[-1].cursor() if more and cards else None)
+
+
+def _parse_cursor(text: str, by_time: bool) -> tuple[Any, int]:
+    key, sep, card_id = text.rpartition("~")
+    try:
+        if not sep or not card_id.isdigit():
+            raise ValueError(text)
+        if by_time:
+            moment = datetime.fromisoformat(key)
+            if moment.tzinfo is None:
+                raise ValueError(text)
+            return moment, int(card_id)
+        return int(key), int(card_id)
+    except ValueError:
+        raise ValidationError(f"invalid page cursor {text!r}") from None
+
+
+def board_cards_plan(ids: Sequence[int]) -> Plan[list[tuple[str, bool, BoardCard]]]:
+    """Cards by id as (board, archived, card): what the live stream sends when they change."""
+    if not ids:
+        return []
+    marks, params = in_list("i", list(ids))
+    select = BOARD_CARD_SELECT.replace("SELECT ", "SELECT c.board, c.archived_at, ", 1)
+    rows = yield Query(f"{select} WHERE c.id IN ({marks}) ORDER BY c.id", params)
+    return [(row[0], row[1] is not None, board_card(row[2:])) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -123,6 +257,7 @@ class LiveWorker:
     started_at: datetime
     heartbeat_at: datetime | None
     progress: str | None
+    activity: str | None = None  # JSON, see kanban.activity
 
     def to_json(self, now: datetime) -> dict[str, object]:
         return {
@@ -133,18 +268,105 @@ class LiveWorker:
             "heartbeat_age_s": (round((now - self.heartbeat_at).total_seconds(), 1)
                                 if self.heartbeat_at else None),
             "progress": self.progress,
+            "activity": parse_activity(self.activity) or None,
         }
 
 
-def live_workers(conn: Connection, *, board: str | None = None) -> list[LiveWorker]:
-    query = (
-        select(card_t.c.id, card_t.c.board, card_t.c.title, card_t.c.attempt, run_t.c.pid,
-               run_t.c.host, run_t.c.started_at, run_t.c.heartbeat_at, run_t.c.progress)
-        .join(run_t, (run_t.c.card_id == card_t.c.id)
-              & (run_t.c.claim_token == card_t.c.claim_token))
-        .where(card_t.c.status == CardStatus.RUNNING)
-        .order_by(card_t.c.id)
-    )
+def live_workers(conn: Conn, *, board: str | None = None) -> list[LiveWorker]:
+    return run_plan(conn, live_workers_plan(board=board))
+
+
+def live_workers_plan(*, board: str | None = None) -> Plan[list[LiveWorker]]:
+    sql = ("SELECT c.id, c.board, c.title, c.attempt, r.pid, r.host, r.started_at, "
+           "r.heartbeat_at, r.progress, r.activity FROM card c JOIN run r ON r.card_id = c.id AND "
+           "r.claim_token = c.claim_token WHERE c.status = 'running'")
     if board is not None:
-        query = query.where(card_t.c.board == board)
-    return [LiveWorker(*row) for row in conn.execute(query).all()]
+        sql += " AND c.board = :board"
+    rows = yield Query(sql + " ORDER BY c.id", {"board": board})
+    return [LiveWorker(card_id=row[0], board=row[1], title=row[2], attempt=row[3], pid=row[4],
+                       host=row[5], started_at=as_set_time(row[6]),
+                       heartbeat_at=as_time(row[7]), progress=row[8], activity=row[9])
+            for row in rows]
+
+
+_SUBTREE_COST = """
+WITH RECURSIVE tree(id) AS (
+    SELECT id FROM card WHERE id = :id
+    UNION ALL SELECT c.id FROM card c JOIN tree t ON c.parent_id = t.id
+)
+SELECT coalesce(sum(cost), 0) FROM card WHERE id IN (SELECT id FROM tree)
+"""
+
+
+def subtree_cost(conn: Conn, card_id: int) -> float:
+    """Dollars spent on a card and every card it delegated, at any depth."""
+    return run_plan(conn, subtree_cost_plan(card_id))
+
+
+def subtree_cost_plan(card_id: int) -> Plan[float]:
+    rows = yield Query(_SUBTREE_COST, {"id": card_id})
+    return float(rows.scalar() or 0.0)
+
+
+# -- `kanban list`: a page of the newest cards, or every card streamed ------------------------
+# (CardFilter lives in kanban.cards: the web board's filters use it too)
+
+
+@dataclass(frozen=True)
+class CardPage:
+    cards: list[CardRecord]  # newest first
+    total: int  # every card the filter matches
+
+    @property
+    def more(self) -> int:
+        return self.total - len(self.cards)
+
+
+def card_page(conn: Conn, flt: CardFilter, limit: int) -> CardPage:
+    return run_plan(conn, card_page_plan(flt, limit))
+
+
+def card_page_plan(flt: CardFilter, limit: int) -> Plan[CardPage]:
+    """The newest `limit` cards the filter matches, and how many it matches in all
+    (`kanban list --json`: {cards, total, more})."""
+    if flt.board is not None:
+        yield from require_board_plan(flt.board)
+    terms, params = filter_sql(flt, prefix="")
+    where = f" WHERE {' AND '.join(terms)}" if terms else ""
+    rows = yield Query(f"{CARD_SELECT}{where} ORDER BY id DESC LIMIT :limit",
+                       {**params, "limit": limit})
+    cards = [card_from_row(row) for row in rows]
+    total = len(cards)
+    if total == limit:
+        total = int((yield Query(f"SELECT count(*) FROM card{where}", params)).scalar())
+    return CardPage(cards, total)
+
+
+def iter_cards(conn: Conn, flt: CardFilter, batch: int = 500) -> Iterator[CardRecord]:
+    """Every card the filter matches, newest first, fetched in batches (constant memory)."""
+    if flt.board is not None:
+        require_board(conn, flt.board)
+    terms, params = filter_sql(flt, prefix="")
+    where = f" WHERE {' AND '.join(terms)}" if terms else ""
+    cursor = conn.execute(f"{CARD_SELECT}{where} ORDER BY id DESC", params)
+    while rows := cursor.fetchmany(batch):
+        yield from (card_from_row(row) for row in rows)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended, for the dispatcher's log line."""
+
+    card_status: str
+    outcome: str | None
+    error: str | None
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+
+
+def run_result(conn: Conn, run_id: int) -> RunResult | None:
+    row = conn.one("SELECT c.status, r.outcome, r.error, r.input_tokens, r.output_tokens, "
+                   "r.cached_tokens FROM run r JOIN card c ON c.id = r.card_id "
+                   "WHERE r.id = :id", {"id": run_id})
+    return None if row is None else RunResult(*row)

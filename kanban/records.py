@@ -57,6 +57,15 @@ class CardRecord(_Record):
     started_at: datetime | None
     finished_at: datetime | None
     archived_at: datetime | None
+    command: str | None = None  # set: the worker runs this command instead of an agent
+    cost: float = 0.0
+    key: str | None = None
+    skills: str | None = None
+    workspace: str | None = None  # NULL: scratch
+
+    @property
+    def skill_names(self) -> tuple[str, ...]:
+        return tuple(self.skills.split(",")) if self.skills else ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,14 @@ class RunRecord(_Record):
     input_tokens: int
     output_tokens: int
     cached_tokens: int
+    cost: float = 0.0
+    activity: str | None = None  # JSON, see kanban.activity
+    activity_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["activity"] = json.loads(self.activity) if self.activity else None
+        return out
 
 
 @dataclass(frozen=True)
@@ -113,11 +130,35 @@ class MessageRecord(_Record):
     tool_call_id: str | None
     name: str | None
     at: datetime
+    reasoning: str | None = None
+    model: str | None = None
+    data: str | None = None  # JSON: is_error, reasoning_data
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.data and json.loads(self.data).get("is_error"))
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
         out["tool_calls"] = json.loads(self.tool_calls) if self.tool_calls else []
+        extra = json.loads(self.data) if self.data else {}
+        out.pop("data", None)
+        out["is_error"] = bool(extra.get("is_error"))
         return out
+
+
+@dataclass(frozen=True)
+class AttachmentRecord(_Record):
+    """A file stored with a card (its bytes are content-addressed beside the database)."""
+
+    id: int
+    card_id: int
+    name: str
+    sha256: str
+    size: int
+    media_type: str
+    added_by: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -146,6 +187,7 @@ class CardDetail:
     comments: tuple[CommentRecord, ...]
     runs: tuple[RunRecord, ...]
     events: tuple[EventRecord, ...]
+    attachments: tuple[AttachmentRecord, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         def brief(c: CardRecord) -> dict[str, Any]:
@@ -159,4 +201,5 @@ class CardDetail:
             "comments": [c.to_json() for c in self.comments],
             "runs": [r.to_json() for r in self.runs],
             "events": [e.to_json() for e in self.events],
+            "attachments": [a.to_json() for a in self.attachments],
         }

@@ -1,24 +1,41 @@
-"""`Kanban`: the board API. Each method is one transaction over the functions of kanban/."""
+"""`Kanban`: the board API. Each method is one transaction over the functions of kanban/.
+
+Modules that only some calls need (claims, pause control, read models, edits) are imported
+in those methods: every `kanban` command imports this module, and starts faster for it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kanban import cards, claims, control, dependencies, queries, transitions
-from kanban.cards import NewCard
+from kanban import cards, dependencies, transitions
+from kanban.cards import Added, NewCard
 from kanban.records import CardDetail, CardRecord, Claim
+from kanban.state.store import Database
 from kanban.transitions import USER, Actor
-from state.engine import Database
-from state.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from kanban import control, queries
+    from kanban.approvals import ApprovalRecord
+    from kanban.claims import ClaimFilter
+    from kanban.edits import CardEdit
+    from kanban.search import SearchHit
+    from kanban.stats import Stats
+    from kanban.swarms import NewSwarm, Swarm
+    from kanban.workspaces import Workspace
 
 
 class Kanban:
     """The board domain over one database. Library errors are KanbanError subclasses."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, db: Database, *, clock: Callable[[], datetime] | None = None) -> None:
         self.db = db
-        self.clock = clock
+        # The store's clock by default: PostgreSQL's server clock, so every host agrees.
+        self.clock = clock or db.clock
 
     # boards
     def create_board(self, name: str) -> bool:
@@ -35,8 +52,12 @@ class Kanban:
 
     # cards
     def add_card(self, new: NewCard) -> CardRecord:
+        return self.add(new).card
+
+    def add(self, new: NewCard) -> Added:
+        """Add a card; `created` is False when an unfinished card already held its key."""
         with self.db.write() as conn:
-            return cards.add_card(conn, new, self.clock())
+            return cards.add(conn, new, self.clock())
 
     def card(self, card_id: int, *, board: str | None = None) -> CardRecord:
         with self.db.read() as conn:
@@ -51,6 +72,28 @@ class Kanban:
         with self.db.read() as conn:
             return cards.list_cards(conn, board=board, statuses=statuses,
                                     include_archived=include_archived, limit=limit)
+
+    def card_page(self, flt: queries.CardFilter, limit: int) -> queries.CardPage:
+        """The newest `limit` cards the filter matches, and how many it matches."""
+        from kanban import queries
+
+        with self.db.read() as conn:
+            return queries.card_page(conn, flt, limit)
+
+    @contextmanager
+    def stream_cards(self, flt: queries.CardFilter) -> Iterator[Iterator[CardRecord]]:
+        """Every card the filter matches, newest first, read from one snapshot in batches."""
+        from kanban import queries
+
+        with self.db.read() as conn:
+            yield queries.iter_cards(conn, flt)
+
+    def edit(self, card_id: int, edit: CardEdit, *, actor: str = "user",
+             ) -> tuple[CardRecord, list[str]]:
+        from kanban.edits import edit_card
+
+        with self.db.write() as conn:
+            return edit_card(conn, card_id, edit, now=self.clock(), actor=actor)
 
     def link(self, card_id: int, depends_on_id: int, *, actor: str = "user") -> bool:
         with self.db.write() as conn:
@@ -68,9 +111,17 @@ class Kanban:
                                            author=author or (actor.name if actor else "user"))
 
     # transitions
-    def complete(self, card_id: int, summary: str, *, actor: Actor = USER) -> CardRecord:
+    def complete(self, card_id: int, summary: str, *, actor: Actor = USER,
+                 implicit: bool = False) -> CardRecord:
+        if actor.claim_token is not None and self.db.dialect == "postgresql":
+            from kanban import pg_statements  # one statement, promotions included
+
+            return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
+                                          claim_token=actor.claim_token, actor=actor.name,
+                                          implicit=implicit)
         with self.db.write() as conn:
-            return transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor)
+            return transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
+                                        implicit=implicit)
 
     def block(self, card_id: int, reason: str, *, actor: Actor = USER) -> CardRecord:
         with self.db.write() as conn:
@@ -93,33 +144,123 @@ class Kanban:
         with self.db.write() as conn:
             return transitions.archive(conn, card_id, now=self.clock())
 
+    def release_due(self) -> list[int]:
+        """Scheduled cards whose time came join the queue (claims do this too)."""
+        from kanban import claims
+
+        with self.db.write() as conn:
+            return claims.release_due(conn, now=self.clock())
+
     def promote_ready(self) -> list[int]:
         with self.db.write() as conn:
             return dependencies.promote_ready(conn, self.clock())
 
-    # claims and leases
-    def claim(self, n: int, *, lease_s: float, flt: claims.ClaimFilter = claims.ClaimFilter(),
-              dispatcher_id: int | None = None, host: str | None = None) -> list[Claim]:
+    def create_swarm(self, new: NewSwarm) -> Swarm:
+        """Workers, verifier and synthesizer (and a planner without parts): one transaction."""
+        from kanban import swarms
+
         with self.db.write() as conn:
-            return claims.claim(conn, n, now=self.clock(), lease_s=lease_s, flt=flt,
+            return swarms.create_swarm(conn, new, self.clock())
+
+    def swarm(self, synthesizer_id: int) -> Swarm:
+        from kanban import swarms
+
+        with self.db.read() as conn:
+            return swarms.swarm_of(conn, synthesizer_id)
+
+    # approvals of dangerous commands (and, later, of review gates)
+    def approve(self, card_id: int, *, actor: Actor = USER,
+                reason: str | None = None) -> CardRecord:
+        """Approve the card's pending commands; its next attempt runs them without asking."""
+        from kanban import approvals
+
+        with self.db.write() as conn:
+            return approvals.decide(conn, card_id, approve=True, now=self.clock(),
+                                    actor=actor, reason=reason)[0]
+
+    def deny(self, card_id: int, *, reason: str | None = None,
+             actor: Actor = USER) -> CardRecord:
+        """Deny the card's pending commands; its next attempt is told so."""
+        from kanban import approvals
+
+        with self.db.write() as conn:
+            return approvals.decide(conn, card_id, approve=False, now=self.clock(),
+                                    actor=actor, reason=reason)[0]
+
+    def approvals(self, card_id: int) -> list[ApprovalRecord]:
+        from kanban import approvals
+
+        with self.db.read() as conn:
+            cards.get_card(conn, card_id)
+            return approvals.for_card(conn, card_id)
+
+    def workspace(self, card_id: int, home: Path,
+                  defaults: Mapping[str, str | None] | None = None) -> Workspace:
+        """Where the card's worker runs (or ran)."""
+        from kanban.workspaces import resolve
+
+        with self.db.read() as conn:
+            cards.get_card(conn, card_id)
+            return resolve(conn, card_id, home, defaults)
+
+    # claims and leases
+    def claim(self, n: int, *, lease_s: float, flt: ClaimFilter | None = None,
+              dispatcher_id: int | None = None, host: str | None = None) -> list[Claim]:
+        if self.db.dialect == "postgresql":  # one statement: SKIP LOCKED, runs, events
+            from kanban import pg_statements
+
+            return pg_statements.claim(self.db, n, now=self.clock(), lease_s=lease_s, flt=flt,
+                                       dispatcher_id=dispatcher_id, host=host)
+        from kanban import claims
+
+        with self.db.write() as conn:
+            return claims.claim(conn, n, now=self.clock(), lease_s=lease_s,
+                                flt=flt or claims.ClaimFilter(),
                                 dispatcher_id=dispatcher_id, host=host)
 
     def heartbeat(self, card_id: int, claim_token: str, *, run_id: int, lease_s: float,
                   note: str | None = None) -> datetime:
+        if self.db.dialect == "postgresql":  # one statement
+            from kanban import pg_statements
+
+            return pg_statements.heartbeat(self.db, card_id, claim_token, run_id=run_id,
+                                           lease_s=lease_s, now=self.clock(), note=note)
+        from kanban import claims
+
         with self.db.write() as conn:
             return claims.heartbeat(conn, card_id, claim_token, run_id=run_id, lease_s=lease_s,
                                     now=self.clock(), note=note)
 
     # pause
     def set_paused(self, paused: bool, *, board: str | None = None) -> None:
+        from kanban import control
+
         with self.db.write() as conn:
             control.set_paused(conn, paused, board=board, now=self.clock())
 
     def pause_state(self, board: str | None = None) -> control.PauseState:
+        from kanban import control
+
         with self.db.read() as conn:
             return control.pause_state(conn, board)
 
     # views
     def board_snapshot(self, board: str, *, per_column: int = 20) -> queries.BoardSnapshot:
+        from kanban import queries
+
         with self.db.read() as conn:
             return queries.board_snapshot(conn, board, now=self.clock(), per_column=per_column)
+
+    def search(self, text: str, *, board: str | None = None, statuses: Sequence[str] = (),
+               include_archived: bool = False, limit: int = 20) -> list[SearchHit]:
+        from kanban import search
+
+        with self.db.read() as conn:
+            return search.search(conn, text, board=board, statuses=statuses,
+                                 include_archived=include_archived, limit=limit)
+
+    def stats(self, *, board: str | None = None) -> Stats:
+        from kanban import stats
+
+        with self.db.read() as conn:
+            return stats.stats(conn, self.clock(), board=board)

@@ -8,6 +8,7 @@ from kanban.errors import InvalidTransition
 
 
 class CardStatus(StrEnum):
+    SCHEDULED = "scheduled"
     TODO = "todo"
     READY = "ready"
     RUNNING = "running"
@@ -23,11 +24,13 @@ UNFINISHED = frozenset(CardStatus) - TERMINAL
 
 class Action(StrEnum):
     PROMOTE = "promote"
+    RELEASE = "release"  # a scheduled card's time came
     CLAIM = "claim"
     COMPLETE = "complete"
     BLOCK = "block"
     UNBLOCK = "unblock"
     REQUEUE = "requeue"
+    HAND_BACK = "hand_back"
     FAIL = "fail"
     CANCEL = "cancel"
     RETRY = "retry"
@@ -42,6 +45,7 @@ class Outcome(StrEnum):
     CRASHED = "crashed"
     TIMED_OUT = "timed_out"
     LEASE_LOST = "lease_lost"
+    HANDED_BACK = "handed_back"  # returned unfinished through no fault of the card
     CANCELLED = "cancelled"
     FAILED = "failed"
 
@@ -49,12 +53,14 @@ class Outcome(StrEnum):
 S = CardStatus
 ALLOWED: dict[Action, frozenset[CardStatus]] = {
     Action.PROMOTE: frozenset({S.TODO}),
+    Action.RELEASE: frozenset({S.SCHEDULED}),
     Action.CLAIM: frozenset({S.READY}),
     # By hand a person may also finish a card nobody is working on.
     Action.COMPLETE: frozenset({S.RUNNING, S.READY, S.BLOCKED}),
     Action.BLOCK: frozenset({S.RUNNING, S.READY, S.TODO}),
     Action.UNBLOCK: frozenset({S.BLOCKED}),
     Action.REQUEUE: frozenset({S.RUNNING}),
+    Action.HAND_BACK: frozenset({S.RUNNING}),
     Action.FAIL: frozenset({S.RUNNING}),
     Action.CANCEL: UNFINISHED,
     Action.RETRY: TERMINAL,

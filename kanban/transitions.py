@@ -3,7 +3,7 @@
 Callers hold a write transaction. A worker passes its claim token: the change is
 one fenced `UPDATE … WHERE claim_token = :token AND status = 'running'`, and a
 stale token raises LeaseLost instead of changing anything. These run on the
-driver connection (state.rawsql): they are the hot path of every worker.
+driver connection: they are the hot path of every worker.
 """
 
 from __future__ import annotations
@@ -13,16 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection
-
 from kanban import validation as v
-from kanban.cards import get_card
+from kanban.cards import card_with_key, get_card
 from kanban.dependencies import demote_dependents, promote_dependents, unfinished_dependencies
-from kanban.errors import CardNotFound, LeaseLost
+from kanban.errors import CardNotFound, InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import CardRecord
-from kanban.states import Action, CardStatus, Outcome, check
-from state import rawsql
+from kanban.state.store import Conn
+from kanban.states import ALLOWED, Action, CardStatus, Outcome, check
 
 BACKOFF_BASE_S = 2.0
 BACKOFF_CAP_S = 300.0
@@ -50,23 +48,23 @@ def _lost(card_id: int) -> LeaseLost:
     return LeaseLost(f"lease on #{card_id} was lost; this worker must stop")
 
 
-def assert_lease(conn: Connection, card_id: int, claim_token: str) -> None:
+def assert_lease(conn: Conn, card_id: int, claim_token: str) -> None:
     """Raise LeaseLost unless `claim_token` still holds card_id's lease."""
-    row = rawsql.fetchone(conn, f"SELECT id FROM card WHERE {_LEASE_HELD}",
+    row = conn.one(f"SELECT id FROM card WHERE {_LEASE_HELD}",
                           {"card_id": card_id, "token": claim_token})
     if row is None:
         raise _lost(card_id)
 
 
-def _current_status(conn: Connection, card_id: int, board: str | None) -> str:
-    row = rawsql.fetchone(conn, "SELECT status, board FROM card WHERE id = :id", {"id": card_id})
+def _current_status(conn: Conn, card_id: int, board: str | None) -> str:
+    row = conn.one("SELECT status, board FROM card WHERE id = :id", {"id": card_id})
     if row is None or (board is not None and row[1] != board):
         raise CardNotFound(card_id, board)
     return str(row[0])
 
 
 def _move(
-    conn: Connection,
+    conn: Conn,
     card_id: int,
     action: Action,
     to: CardStatus,
@@ -93,7 +91,7 @@ def _move(
         changes.update(claim_token=None, lease_expires_at=None)
     params.update({f"set_{k}": value for k, value in changes.items()})
     sets = ", ".join(f"{k} = :set_{k}" for k in changes)
-    row = rawsql.fetchone(conn, f"UPDATE card SET {sets} WHERE {where} RETURNING board", params)
+    row = conn.one(f"UPDATE card SET {sets} WHERE {where} RETURNING board", params)
     if row is None:
         raise _lost(card_id)
     run_id = None
@@ -104,16 +102,16 @@ def _move(
     return str(row[0])
 
 
-def _close_run(conn: Connection, card_id: int, outcome: Outcome, now: datetime,
+def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
                error: str | None = None) -> int | None:
-    row = rawsql.fetchone(conn, "UPDATE run SET finished_at = :now, outcome = :outcome, "
+    row = conn.one("UPDATE run SET finished_at = :now, outcome = :outcome, "
                                 "error = :error WHERE card_id = :card_id AND finished_at IS NULL "
                                 "RETURNING id",
                           {"now": now, "outcome": outcome, "error": error, "card_id": card_id})
     return row[0] if row else None
 
 
-def complete(conn: Connection, card_id: int, summary: str, *, now: datetime,
+def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
              actor: Actor = USER, board: str | None = None, implicit: bool = False) -> CardRecord:
     v.text(summary, "summary", v.MAX_SUMMARY)
     _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
@@ -123,7 +121,7 @@ def complete(conn: Connection, card_id: int, summary: str, *, now: datetime,
     return get_card(conn, card_id)
 
 
-def block(conn: Connection, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
+def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
           board: str | None = None) -> CardRecord:
     v.text(reason, "reason", v.MAX_COMMENT, required=True)
     _move(conn, card_id, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now, board=board,
@@ -132,7 +130,7 @@ def block(conn: Connection, card_id: int, reason: str, *, now: datetime, actor: 
     return get_card(conn, card_id)
 
 
-def unblock(conn: Connection, card_id: int, note: str | None, *, now: datetime,
+def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
             actor: Actor = USER) -> CardRecord:
     to = _status_after_deps(conn, card_id)
     _move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
@@ -142,20 +140,25 @@ def unblock(conn: Connection, card_id: int, note: str | None, *, now: datetime,
     return get_card(conn, card_id)
 
 
-def cancel(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USER,
+def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
     _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
           outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
     return get_card(conn, card_id)
 
 
-def retry(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
+def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
     """Return a finished card to the queue with a fresh attempt budget.
 
     A done card that goes back sends its ready dependents back to todo: they must
     wait for the redone result.
     """
     card = get_card(conn, card_id)
+    if card.key is not None and card.status in ALLOWED[Action.RETRY]:
+        holder = card_with_key(conn, card.board, card.key)
+        if holder is not None:
+            raise InvalidTransition(f"cannot retry #{card_id}: #{holder.id} holds its key "
+                                    f"{card.key!r} and is unfinished")
     to = _status_after_deps(conn, card_id)
     _move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
         "result": None, "error": None, "finished_at": None, "archived_at": None,
@@ -166,18 +169,18 @@ def retry(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USER)
     return get_card(conn, card_id)
 
 
-def archive(conn: Connection, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
+def archive(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
     card = get_card(conn, card_id)
     check(Action.ARCHIVE, card.status, card_id)
     if card.archived_at is None:
-        rawsql.run(conn, "UPDATE card SET archived_at = :now, updated_at = :now WHERE id = :id",
+        conn.run("UPDATE card SET archived_at = :now, updated_at = :now WHERE id = :id",
                    {"now": now, "id": card_id})
         record_event(conn, board=card.board, card_id=card_id, kind="archived", actor=actor.name,
                      at=now)
     return get_card(conn, card_id)
 
 
-def fail(conn: Connection, card_id: int, error: str, *, now: datetime, actor: Actor,
+def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
          outcome: Outcome = Outcome.FAILED) -> CardRecord:
     """A fatal error: fail at once, burning no further attempts."""
     error = error[:v.MAX_COMMENT]
@@ -186,7 +189,7 @@ def fail(conn: Connection, card_id: int, error: str, *, now: datetime, actor: Ac
     return get_card(conn, card_id)
 
 
-def requeue_or_fail(conn: Connection, card_id: int, outcome: Outcome, error: str, *,
+def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
                     now: datetime, actor: Actor, delay_s: float | None = None) -> CardRecord:
     """After a crash, timeout or lost lease: back to ready with backoff, or failed."""
     if actor.claim_token is not None:
@@ -207,28 +210,47 @@ def requeue_or_fail(conn: Connection, card_id: int, outcome: Outcome, error: str
     return get_card(conn, card_id)
 
 
-def add_comment(conn: Connection, card_id: int, body: str, *, author: str, now: datetime,
+def hand_back(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor,
+              outcome: Outcome = Outcome.HANDED_BACK, delay_s: float = 0.0) -> CardRecord:
+    """Return a running card to ready without spending an attempt.
+
+    For stops that are not the card's fault: a dispatcher shutting down or restarting,
+    a worker that never started. The run is closed with `outcome` (default `handed_back`);
+    the attempt it used is forgiven by moving the card's retry base past it.
+    """
+    if actor.claim_token is not None:
+        assert_lease(conn, card_id, actor.claim_token)
+    base = conn.scalar("SELECT retry_base FROM card WHERE id = :id", {"id": card_id})
+    if base is None:
+        raise CardNotFound(card_id)
+    run_after = now + timedelta(seconds=delay_s)
+    _move(conn, card_id, Action.HAND_BACK, CardStatus.READY, actor=actor, now=now,
+          outcome=outcome, kind="handed_back",
+          values={"run_after": run_after, "retry_base": int(base) + 1}, error=reason)
+    return get_card(conn, card_id)
+
+
+def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: datetime,
                 board: str | None = None, actor: Actor | None = None) -> int:
     """Comment on a card; with a worker's actor the comment is fenced by its lease."""
     v.text(body, "comment", v.MAX_COMMENT, required=True)
     if actor is not None and actor.claim_token is not None:
-        own = rawsql.fetchone(conn, "SELECT id FROM card WHERE claim_token = :token AND "
+        own = conn.one("SELECT id FROM card WHERE claim_token = :token AND "
                                     "status = 'running'", {"token": actor.claim_token})
         if own is None:
             raise LeaseLost(f"{actor.name}: lease lost; this worker must stop")
-    target = rawsql.fetchone(conn, "SELECT board FROM card WHERE id = :id", {"id": card_id})
+    target = conn.one("SELECT board FROM card WHERE id = :id", {"id": card_id})
     if target is None or (board is not None and target[0] != board):
         raise CardNotFound(card_id, board)
-    comment_id = rawsql.fetchone(
-        conn, "INSERT INTO comment (card_id, author, body, at) VALUES (:card_id, :author, "
-              ":body, :at) RETURNING id",
-        {"card_id": card_id, "author": author, "body": body, "at": now})[0]
+    comment_id = conn.scalar(
+        "INSERT INTO comment (card_id, author, body, at) VALUES (:card_id, :author, :body, :at) "
+        "RETURNING id", {"card_id": card_id, "author": author, "body": body, "at": now})
     record_event(conn, board=target[0], card_id=card_id, kind="commented", actor=author, at=now,
                  comment_id=comment_id)
     return int(comment_id)
 
 
-def _status_after_deps(conn: Connection, card_id: int) -> CardStatus:
-    deps = [row[0] for row in rawsql.fetchall(
-        conn, "SELECT depends_on_id FROM dependency WHERE card_id = :id", {"id": card_id})]
+def _status_after_deps(conn: Conn, card_id: int) -> CardStatus:
+    deps = conn.column("SELECT depends_on_id FROM dependency WHERE card_id = :id",
+                       {"id": card_id})
     return CardStatus.TODO if unfinished_dependencies(conn, deps) else CardStatus.READY

@@ -6,7 +6,7 @@ import re
 
 from kanban.errors import ValidationError
 
-MAX_TITLE = 200
+MAX_TITLE = 500
 MAX_GOAL = 20_000
 MAX_CONTEXT = 100_000
 MAX_COMMENT = 20_000
@@ -15,6 +15,9 @@ PRIORITY_RANGE = (-1_000_000, 1_000_000)
 MAX_ATTEMPTS_RANGE = (1, 100)
 TIMEOUT_RANGE = (1.0, 7 * 24 * 3600.0)
 BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_KEY = 200
+MAX_SKILLS = 16
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -55,3 +58,21 @@ def board_name(value: str) -> str:
             f"invalid board name {value!r}: use 1-64 letters, digits, '.', '_' or '-'"
         )
     return value
+
+
+def key(value: str) -> str:
+    """An idempotency key: one line of printable text."""
+    text(value, "key", MAX_KEY, required=True)
+    if "\n" in value or "\r" in value or "\t" in value:
+        raise ValidationError("key must be one line")
+    return value
+
+
+def skill_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    if len(names) > MAX_SKILLS:
+        raise ValidationError(f"a card may name at most {MAX_SKILLS} skills, not {len(names)}")
+    for name in names:
+        if not SKILL_NAME.match(name):
+            raise ValidationError(f"invalid skill name {name!r}: use 1-64 letters, digits, "
+                                  "'.', '_' or '-'")
+    return names

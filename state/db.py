@@ -5,10 +5,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from state.engine import Database, create_file, postgres_engine, sqlite_engine
-from state.errors import DatabaseError
-from state.migrations import check_version, migrate
-from state.paths import DbLocation
+from kanban.state.errors import DatabaseError
+from kanban.state.migrations import check_version, migrate
+from kanban.state.paths import DbLocation
+from kanban.state.sqlite import SQLiteDatabase, create_file
+from kanban.state.store import Database
 
 
 def open_database(
@@ -16,7 +17,9 @@ def open_database(
 ) -> Database:
     """A ready-to-use database; `create` allows a new file (as `kanban init` does)."""
     if location.is_postgres:
-        db = Database(postgres_engine(location.target))
+        from kanban.state.postgres import PostgresDatabase
+
+        db: Database = PostgresDatabase(location.target)
     else:
         db = _open_sqlite(location, create=create, synchronous=synchronous)
     try:
@@ -32,20 +35,33 @@ def _open_sqlite(location: DbLocation, *, create: bool, synchronous: str) -> Dat
     if path.is_dir():
         raise DatabaseError(f"{path} is a directory, not a database file")
     if not path.exists():
-        if not (create or location.implicit):
-            raise DatabaseError(f"no kanban database at {path} (run `kanban init` to create one)")
+        if not create:
+            raise DatabaseError(missing_database(location))
         try:
             create_file(path)
         except OSError as exc:
             raise DatabaseError(f"cannot create database at {path}: {exc.strerror}") from None
     elif path.stat().st_size:
         _check_before_use(path)
-    return Database(sqlite_engine(path, synchronous=synchronous), path=path)
+    return SQLiteDatabase(path, synchronous=synchronous)
+
+
+def missing_database(location: DbLocation) -> str:
+    """What to say when there is no database: where we looked and how to make one."""
+    if location.source == "user":
+        return ("no kanban database found (no .kanban/kanban.db here or in a parent folder, "
+                f"KANBAN_DB unset, none at {location.path}): run `kanban init` to create "
+                "one here, or pass --db PATH")
+    if location.source == "project":
+        return f"no kanban database at {location.path}: run `kanban init` in {location.home.parent}"
+    given = "--db" if location.source == "flag" else "KANBAN_DB"
+    return (f"no kanban database at {location.path} (from {given}): create it with "
+            f"`kanban --db {location.path} init`")
 
 
 def _check_before_use(path: Path) -> None:
     """Refuse a foreign, corrupt or newer file over a read-only connection, before the
-    engine's first connection switches it to WAL (which rewrites its header)."""
+    first ordinary connection switches it to WAL (which rewrites its header)."""
     try:
         conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:

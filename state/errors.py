@@ -32,3 +32,16 @@ class DatabaseError(KanbanError):
 
 class SchemaTooNewError(DatabaseError):
     """The database was written by a newer version of kanban."""
+
+
+class TransientDatabaseError(DatabaseError):
+    """The database is briefly unreachable or asked for a retry (connection lost, server
+    shutting down, serialization failure, deadlock). Trying again later may succeed.
+
+    `in_doubt` is True when the failure came while committing: the transaction may have
+    been applied, so only an idempotent change may simply be repeated.
+    """
+
+    def __init__(self, message: str, *, in_doubt: bool = False) -> None:
+        super().__init__(message)
+        self.in_doubt = in_doubt

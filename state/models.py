@@ -1,13 +1,55 @@
-"""The tables, as SQLModel models. Schema changes also need a migration."""
+"""The tables, as SQLModel models: the schema's reference, which a test compares with the
+migrated database. The runtime never imports this module. Schema changes need a migration."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import Index, text
+from sqlalchemy import DDL, BigInteger, Column, Index, UniqueConstraint, event, text
+from sqlalchemy.types import DateTime, TypeDecorator
 from sqlmodel import Field, SQLModel
 
-from state.timeutil import UTCDateTime, utcnow
+from kanban.state.timeutil import utcnow
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every backend (SQLite: fixed-width ISO text)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        if getattr(dialect, "name", "") == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _where(clause: str) -> dict[str, Any]:
+    """A partial index's WHERE, for both dialects."""
+    return {"sqlite_where": text(clause), "postgresql_where": text(clause)}
+
+
+# PostgreSQL full-text search: GIN indexes over these expressions (kanban/search.py queries
+# the same text).
+_CARD_TSVECTOR = ("setweight(to_tsvector('simple'::regconfig, title), 'A') || "
+                  "setweight(to_tsvector('simple'::regconfig, goal), 'B') || "
+                  "setweight(to_tsvector('simple'::regconfig, coalesce(result, '')), 'C') || "
+                  "setweight(to_tsvector('simple'::regconfig, context), 'D')")
+_MESSAGE_TSVECTOR = ("to_tsvector('simple'::regconfig, coalesce(content, '') || ' ' || "
+                     "coalesce(tool_calls, ''))")
 
 
 class Board(SQLModel, table=True):
@@ -22,19 +64,26 @@ class Card(SQLModel, table=True):
             "ix_card_ready_queue",
             text("priority DESC"),
             "id",
-            sqlite_where=text("status = 'ready'"),  # PostgreSQL gets it in postgres_engine()
+            **_where("status = 'ready'"),
         ),
         Index(
             "ix_card_running_lease",
             "lease_expires_at",
-            sqlite_where=text("status = 'running'"),
+            **_where("status = 'running'"),
         ),
         Index("ix_card_board_status", "board", "status"),
         # The board view: a column's first cards without sorting the whole column.
         Index("ix_card_board_column", "board", "status", text("priority DESC"), "id",
-              sqlite_where=text("archived_at IS NULL")),
+              **_where("archived_at IS NULL")),
         Index("ix_card_board_finished", "board", "status", text("updated_at DESC"),
-              text("id DESC"), sqlite_where=text("archived_at IS NULL")),
+              text("id DESC"), **_where("archived_at IS NULL")),
+        # Idempotent adds: one unfinished card per key and board.
+        Index("ux_card_board_key", "board", "key", unique=True,
+              **_where("key IS NOT NULL AND status NOT IN ('done', 'failed', 'cancelled')")),
+        # Scheduled cards in the order they fall due.
+        Index("ix_card_scheduled", "run_after", **_where("status = 'scheduled'")),
+        Index("ix_card_search", text(f"({_CARD_TSVECTOR})"), postgresql_using="gin"
+              ).ddl_if(dialect="postgresql"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -67,6 +116,11 @@ class Card(SQLModel, table=True):
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     archived_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    command: str | None = None  # a shell command the worker runs instead of an agent
+    cost: float = 0.0  # dollars, all runs (migration 4)
+    key: str | None = Field(default=None, max_length=200)  # idempotency key (`add --key`)
+    skills: str | None = None  # comma-separated skill names
+    workspace: str | None = None  # scratch (NULL), dir:PATH, worktree or parent
 
 
 class Dependency(SQLModel, table=True):
@@ -92,6 +146,11 @@ class Run(SQLModel, table=True):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cost: float = 0.0  # migration 4
+    activity: str | None = None  # JSON: turn, phase, tool, tokens, cost (migration 4)
+    activity_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # The worker's start time in clock ticks after boot: (boot, pid, start) names a process.
+    proc_start: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 class Event(SQLModel, table=True):
@@ -106,6 +165,11 @@ class Event(SQLModel, table=True):
 
 
 class Comment(SQLModel, table=True):
+    __table_args__ = (
+        Index("ix_comment_search", text("to_tsvector('simple'::regconfig, body)"),
+              postgresql_using="gin").ddl_if(dialect="postgresql"),
+    )
+
     id: int | None = Field(default=None, primary_key=True)
     card_id: int = Field(foreign_key="card.id", index=True)
     author: str = Field(max_length=128)
@@ -114,6 +178,11 @@ class Comment(SQLModel, table=True):
 
 
 class Message(SQLModel, table=True):
+    __table_args__ = (
+        Index("ix_message_search", text(_MESSAGE_TSVECTOR), postgresql_using="gin"
+              ).ddl_if(dialect="postgresql"),
+    )
+
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id", index=True)
     seq: int
@@ -123,6 +192,9 @@ class Message(SQLModel, table=True):
     tool_call_id: str | None = None
     name: str | None = None
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    reasoning: str | None = None  # migration 4
+    model: str | None = None  # the model that answered (assistant messages)
+    data: str | None = None  # JSON: is_error, reasoning_data
 
 
 class Usage(SQLModel, table=True):
@@ -133,6 +205,24 @@ class Usage(SQLModel, table=True):
     output_tokens: int = 0
     cached_tokens: int = 0
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    cost: float | None = None  # dollars; None when the model's price is unknown
+
+
+class Approval(SQLModel, table=True):
+    """A dangerous command a worker asked to run, and what a person decided."""
+
+    __table_args__ = (Index("ix_approval_pending", "card_id", **_where("decision = 'pending'")),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    card_id: int = Field(foreign_key="card.id", index=True)
+    run_id: int | None = None
+    command: str
+    pattern: str
+    decision: str = Field(default="pending", max_length=16)  # pending | approved | denied
+    decided_by: str | None = Field(default=None, max_length=128)
+    reason: str | None = None
+    requested_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    decided_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class CronJob(SQLModel, table=True):
@@ -152,6 +242,78 @@ class CronJob(SQLModel, table=True):
     last_fire_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     last_card_id: int | None = None
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    kind: str = Field(default="agent", max_length=8)  # agent, script or chain
+    command: str | None = None  # a script job's shell command
+    context_from: str = ""  # comma-separated names of the jobs whose latest results it reads
+    model: str | None = None
+    toolsets: str | None = None  # comma-separated; None: the profile's
+    timeout_s: float | None = None
+    max_attempts: int | None = None
+    workspace: str | None = None
+    priority: int = 0
+    deliver: str = "[]"  # a JSON list of delivery targets
+    catch_up: str = Field(default="once", max_length=8)
+    jitter_s: int = 0
+    anchor_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # interval grid
+    skills: str | None = None  # comma-separated skill names for the cards it creates
+
+
+class CronFire(SQLModel, table=True):
+    """One fire of a cron job (or a skipped or missed slot): the job's history."""
+
+    __tablename__ = "cron_fire"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(index=True)  # no foreign key: history outlives a removed job
+    job: str = Field(max_length=64)
+    board: str = Field(max_length=64)
+    card_id: int | None = Field(default=None, foreign_key="card.id")
+    outcome: str = Field(max_length=16)  # fired, skipped, missed, failed
+    manual: bool = False
+    slots: int = 1
+    scheduled_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    fired_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    reason: str | None = None
+
+
+class CronDelivery(SQLModel, table=True):
+    """One delivery of one fire's result to one target, retried until delivered."""
+
+    __tablename__ = "cron_delivery"
+    __table_args__ = (
+        Index("ix_cron_delivery_due", "next_attempt_at",
+              **_where("status IN ('pending', 'sending')")),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    fire_id: int = Field(foreign_key="cron_fire.id", index=True)
+    job: str = Field(max_length=64)
+    card_id: int = Field(foreign_key="card.id")
+    target: str
+    status: str = Field(default="pending", max_length=16)  # pending, sending, delivered, failed
+    attempts: int = 0
+    last_error: str | None = None
+    next_attempt_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime,
+                                      nullable=False)
+    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class Attachment(SQLModel, table=True):
+    """A file stored with a card; its bytes live content-addressed beside the database."""
+
+    __table_args__ = (UniqueConstraint("card_id", "name", name="uq_attachment_card_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    card_id: int = Field(foreign_key="card.id")
+    name: str = Field(max_length=255)
+    sha256: str = Field(max_length=64, index=True)
+    size: int
+    media_type: str = Field(max_length=128)
+    added_by: str = Field(max_length=128)
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 
 
 class Setting(SQLModel, table=True):
@@ -160,6 +322,8 @@ class Setting(SQLModel, table=True):
 
 
 class Dispatcher(SQLModel, table=True):
+    __table_args__ = (Index("ix_dispatcher_instance", "instance", unique=True),)
+
     id: int | None = Field(default=None, primary_key=True)
     host: str = Field(max_length=255)
     pid: int
@@ -167,6 +331,9 @@ class Dispatcher(SQLModel, table=True):
     started_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     heartbeat_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     stopped_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    instance: str | None = Field(default=None, max_length=32)  # random, per run
+    boot_id: str | None = Field(default=None, max_length=64)  # the host boot it runs in
+    booted_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class SchemaMigration(SQLModel, table=True):
@@ -175,3 +342,38 @@ class SchemaMigration(SQLModel, table=True):
     id: int = Field(primary_key=True)
     name: str = Field(max_length=128)
     applied_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+# SQLite full-text search: FTS5 tables over card, comment and message, kept current by
+# triggers in the writing transaction (the same statements as migration 5).
+_FTS_SOURCES = {
+    "card": ("title", "goal", "context", "result"),
+    "comment": ("body",),
+    "message": ("content", "tool_calls"),
+}
+
+
+def _fts_statements(table: str, columns: tuple[str, ...]) -> list[str]:
+    """The FTS5 table over `table` and the three triggers that keep it current."""
+    cols = ", ".join(columns)
+    fts = f"{table}_fts"
+    add = (f"INSERT INTO {fts} (rowid, {cols}) VALUES "
+           f"(new.id, {', '.join('new.' + c for c in columns)});")
+    drop = (f"INSERT INTO {fts} ({fts}, rowid, {cols}) VALUES "
+            f"('delete', old.id, {', '.join('old.' + c for c in columns)});")
+    # A card row changes on every claim: reindex it only when its text changed.
+    when = ("WHEN " + " OR ".join(f"old.{c} IS NOT new.{c}" for c in columns) + " "
+            if table == "card" else "")
+    return [
+        f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='{table}', content_rowid='id')",
+        f"CREATE TRIGGER {fts}_insert AFTER INSERT ON {table} BEGIN {add} END",
+        f"CREATE TRIGGER {fts}_delete AFTER DELETE ON {table} BEGIN {drop} END",
+        f"CREATE TRIGGER {fts}_update AFTER UPDATE OF {cols} ON {table} {when}"
+        f"BEGIN {drop} {add} END",
+    ]
+
+
+for _table, _columns in _FTS_SOURCES.items():
+    for _statement in _fts_statements(_table, _columns):
+        event.listen(SQLModel.metadata, "after_create",
+                     DDL(_statement).execute_if(dialect="sqlite"))

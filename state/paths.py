@@ -35,7 +35,7 @@ class DbLocation:
 
     @property
     def implicit(self) -> bool:
-        """True where the file may be created on first use (the user-wide default)."""
+        """True for the user-wide default, used when nothing else names a database."""
         return self.source == "user"
 
 

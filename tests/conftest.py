@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kanban.service import Kanban
-from state.engine import Database
+from kanban.state.store import Database
 from tests.support.db import (
     FakeClock,
     copy_sqlite,
@@ -72,7 +72,7 @@ def db(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[D
         database = request.getfixturevalue("pg_store")
         reset_postgres(database)  # emptier than CREATE DATABASE, and ten times faster
         yield database
-        database.engine.dispose()  # no connection outlives the test that opened it
+        database.dispose()  # no connection outlives the test that opened it
     elif store == "sqlite":
         database = copy_sqlite(request.getfixturevalue("sqlite_template"), tmp_path / "kanban.db")
         try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.types import ToolResult
-from tools.registry import Tool, Toolbox, ToolDefinitionError, ToolRegistry
-from tools.schema import validate
+from kanban.agent.types import ToolResult
+from kanban.tools.registry import Tool, Toolbox, ToolDefinitionError, ToolRegistry
+from kanban.tools.schema import validate
 
 __all__ = ["Tool", "ToolDefinitionError", "ToolRegistry", "ToolResult", "Toolbox", "validate"]

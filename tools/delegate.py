@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from agent.types import ToolResult
 from kanban import children, control
+from kanban import toolsets as names
+from kanban.agent.types import ToolResult
 from kanban.children import ChildStatus, ChildTask
+from kanban.errors import ValidationError
+from kanban.skills import SkillCatalog
+from kanban.state.config import Config, Profile
+from kanban.tools.registry import Tool, ToolRegistry
+from kanban.tools.scope import WorkerScope
 from kanban.transitions import Actor, cancel
-from state.config import Config
-from tools.registry import ToolRegistry
-from tools.scope import WorkerScope
+from kanban.workspaces import normalise_spec
 
 TOOLSET = "delegate"
-GRANTABLE = frozenset({"kanban"})  # what a lead may hand its children; never `delegate`
+LEAD_PROFILE = "lead"  # the lead's own profile: its toolsets bound what children may get
 
 
 @dataclass
@@ -30,20 +35,59 @@ class LeadScope:
     on_progress: Callable[[list[ChildStatus]], None] = field(default=lambda statuses: None)
     poll_s: float = 0.1
     delegated: list[int] = field(default_factory=list)
+    home: Path = field(default_factory=Path.cwd)  # relative dir: workspaces start here
+    skills: SkillCatalog = field(default_factory=SkillCatalog)  # what children may be given
+
+    @property
+    def toolsets(self) -> tuple[str, ...]:
+        return self.config.profile(LEAD_PROFILE).toolsets
 
 
-def _tasks(args: dict[str, Any]) -> list[ChildTask]:
-    raw = args["tasks"]
-    tasks = []
-    for item in raw:
-        wanted = item.get("toolsets")
+def grant(requested: Sequence[str] | None, profile: Profile, parent: Sequence[str],
+          config: Config) -> tuple[tuple[str, ...], dict[str, str]]:
+    """A child's toolsets: requested (else its profile's) ∩ the parent's ∩ known, minus the
+    never-granted ones; and each dropped toolset with the reason. Unknown names raise."""
+    wanted = list(requested) if requested is not None else list(profile.toolsets)
+    unknown = names.unknown_in([w for w in wanted if w != names.LEAD_ONLY], config)
+    if unknown:
+        raise ValidationError(f"unknown toolset(s) {', '.join(map(repr, unknown))} (known: "
+                              f"{', '.join(names.known(config))})")
+    never = {names.LEAD_ONLY, *config.limits.never_granted}
+    granted, dropped = [names.ALWAYS], {}
+    for name in dict.fromkeys(wanted):
+        if name == names.ALWAYS:
+            continue
+        if name in never:
+            dropped[name] = "never granted to delegated cards"
+        elif name not in parent:
+            dropped[name] = "the lead does not have it (its profile's toolsets)"
+        else:
+            granted.append(name)
+    return tuple(granted), dropped
+
+
+def _tasks(args: dict[str, Any], scope: LeadScope) -> tuple[list[ChildTask], list[dict[str, str]]]:
+    """The batch as cards-to-be, and per task the toolsets that were not granted."""
+    config, limits = scope.config, scope.config.limits
+    tasks, dropped = [], []
+    for index, item in enumerate(args["tasks"]):
+        profile = config.profile(item.get("profile", "default"))
+        try:
+            toolsets, lost = grant(item.get("toolsets"), profile, scope.toolsets, config)
+            workspace = normalise_spec(item.get("workspace", profile.workspace),
+                                       base=scope.home, has_parent=True)
+        except ValidationError as exc:
+            raise ValidationError(f"task {index} ('{item['title']}'): {exc.message}") from None
         tasks.append(ChildTask(
             title=item["title"], goal=item.get("goal", ""), context=item.get("context", ""),
-            profile=item.get("profile", "default"),
-            toolsets=tuple(t for t in wanted if t in GRANTABLE) if wanted is not None else None,
-            after=tuple(item.get("after", ())),
+            profile=profile.name, toolsets=toolsets, after=tuple(item.get("after", ())),
+            key=item.get("key"), skills=tuple(item.get("skills", ())),
+            model=profile.model or scope.model, workspace=workspace,
+            timeout_s=min(limits.child_timeout_s, profile.timeout_s),
+            max_attempts=min(limits.child_max_attempts, profile.max_attempts),
         ))
-    return tasks
+        dropped.append(lost)
+    return tasks, dropped
 
 
 def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
@@ -62,14 +106,20 @@ def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
     if len(running) + len(tasks) > limits.max_concurrent_children:
         return (f"{len(running)} children are still unfinished; {len(tasks)} more would exceed "
                 f"the limit of {limits.max_concurrent_children} at once")
-    unknown = sorted({t.profile for t in tasks} - set(scope.config.profiles))
-    if unknown:
-        return f"unknown profile(s): {', '.join(unknown)}"
+    missing = sorted({s for t in tasks for s in t.skills} - set(scope.skills.skills))
+    if missing:
+        known = ", ".join(sorted(scope.skills.skills)) or "none"
+        return f"unknown skill(s): {', '.join(missing)} (known: {known})"
     return None
 
 
 def delegate(args: dict[str, Any], scope: LeadScope) -> ToolResult:
-    tasks = _tasks(args)
+    unknown = sorted({t.get("profile", "default") for t in args["tasks"]}
+                     - set(routable(scope.config)))
+    if unknown:
+        return ToolResult(f"unknown profile(s): {', '.join(unknown)} (known: "
+                          f"{', '.join(routable(scope.config))})", is_error=True)
+    tasks, dropped = _tasks(args, scope)
     refusal = _refusal(scope, tasks)
     if refusal:
         return ToolResult(refusal, is_error=True)
@@ -81,8 +131,13 @@ def delegate(args: dict[str, Any], scope: LeadScope) -> ToolResult:
             now=scope.card.kb.clock())
     scope.delegated.extend(ids)
     statuses = wait_for(scope, ids, deadline=time.monotonic() + _patience(scope, len(ids)))
-    return ToolResult(json.dumps({"children": [s.to_json() for s in statuses]},
-                                 ensure_ascii=False))
+    report = []
+    for status, lost in zip(statuses, dropped, strict=True):
+        item = status.to_json()
+        if lost:
+            item["toolsets_not_granted"] = lost
+        report.append(item)
+    return ToolResult(json.dumps({"children": report}, ensure_ascii=False))
 
 
 def _patience(scope: LeadScope, count: int) -> float:
@@ -123,16 +178,35 @@ def cancel_children(scope: LeadScope, ids: list[int], *, reason: str) -> None:
                 cancel(conn, status.id, now=kb.clock(), actor=actor, reason=reason)
 
 
-def register(registry: ToolRegistry) -> None:
+def routable(config: Config) -> list[str]:
+    """Profiles a lead may hand work to (its own is not one)."""
+    return sorted(name for name in config.profiles if name != LEAD_PROFILE)
+
+
+def tool_for(config: Config) -> Tool:
+    """The delegate tool with `config`'s profiles, their descriptions and the toolsets."""
+    profiles = routable(config)
+    listed = "; ".join(f"{name}: {config.profiles[name].description or 'no description'} "
+                       f"(toolsets {', '.join(config.profiles[name].toolsets)})"
+                       for name in profiles)
     task = {
         "type": "object",
         "properties": {
             "title": {"type": "string", "minLength": 1, "maxLength": 200},
             "goal": {"type": "string"},
             "context": {"type": "string"},
-            "profile": {"type": "string"},
-            "toolsets": {"type": "array", "items": {"type": "string"}},
+            "profile": {"type": "string", "enum": profiles,
+                        "description": "who does the task (default: default)"},
+            "toolsets": {"type": "array", "items": {"type": "string"},
+                         "description": "default: the profile's; known: "
+                                        + ", ".join(names.known(config))},
+            "workspace": {"type": "string", "description": (
+                "scratch (default: a folder of its own), parent (share your folder with "
+                "the other `parent` tasks), worktree (a git branch kanban/<card>) or "
+                "dir:PATH (an existing folder)")},
             "after": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            "key": {"type": "string", "minLength": 1, "maxLength": 200},
+            "skills": {"type": "array", "items": {"type": "string"}},
         },
         "required": ["title", "goal"],
         "additionalProperties": False,
@@ -140,10 +214,16 @@ def register(registry: ToolRegistry) -> None:
     schema = {"type": "object", "properties": {"tasks": {"type": "array", "items": task,
                                                          "minItems": 1}},
               "required": ["tasks"], "additionalProperties": False}
-    registry.tool(
-        "delegate", toolset=TOOLSET, parameters=schema, takes_context=True,
-        description=(
-            "Delegate tasks to workers as cards on the board and wait for them. Each task has "
-            "a title, a goal and optional context; `after` lists indexes of earlier tasks in "
-            "the same call that must finish first. Returns each child's status and summary."),
-    )(delegate)
+    description = (
+        "Delegate tasks to workers as cards on the board and wait for them. Each task has "
+        "a title, a goal and optional context; `after` lists indexes of earlier tasks in "
+        "the same call that must finish first; `key` reuses an unfinished card added with the "
+        "same key instead of adding another; `skills` names skills the worker gets. Returns "
+        "each child's status and summary, and any requested toolsets that were not granted. "
+        f"Profiles: {listed}.")
+    return Tool("delegate", description, schema, delegate, TOOLSET, takes_context=True,
+                parallel=False)
+
+
+def register(registry: ToolRegistry) -> None:
+    registry.register(tool_for(Config()))

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import func, select
-
-from agent.types import ToolResult
 from kanban import cards, claims, dependencies, transitions
+from kanban.agent.types import ToolResult
 from kanban.cards import NewCard
 from kanban.errors import LeaseLost, LimitExceeded
 from kanban.records import CardDetail
+from kanban.tools.registry import ToolRegistry
+from kanban.tools.scope import WorkerScope
 from kanban.validation import MAX_ID
-from state.models import Card
-from tools.registry import ToolRegistry
-from tools.scope import WorkerScope
 
 TOOLSET = "kanban"
 _ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
@@ -33,6 +32,8 @@ def _show(detail: CardDetail, own: bool) -> str:
         "children": [{"id": d.id, "title": d.title, "status": d.status, "result": d.result}
                      for d in detail.children],
         "comments": [{"author": m.author, "body": m.body} for m in detail.comments[-20:]],
+        "attachments": [{"name": a.name, "size": a.size, "media_type": a.media_type}
+                        for a in detail.attachments],
     }
     if own:
         out["earlier_attempts"] = [
@@ -53,15 +54,27 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
     summary = args["summary"]
     if args.get("result"):
         summary = f"{summary}\n\n{args['result']}"
-    with scope.fenced() as conn:
+    summary = scope.on_complete(summary)
+    with _finishing(scope), scope.fenced() as conn:
         transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
                              actor=scope.actor)
     scope.finished = "completed"
     return ToolResult(f"card #{scope.card_id} is done", ends_run=True)
 
 
+@contextmanager
+def _finishing(scope: WorkerScope) -> Iterator[None]:
+    """While the card is being finished, its lease vanishing is expected, not a loss."""
+    scope.finishing = True
+    try:
+        yield
+    except BaseException:
+        scope.finishing = False
+        raise
+
+
 def kanban_block(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
-    with scope.fenced() as conn:
+    with _finishing(scope), scope.fenced() as conn:
         transitions.block(conn, scope.card_id, args["reason"], now=scope.kb.clock(),
                           actor=scope.actor)
     scope.finished = "blocked"
@@ -96,8 +109,8 @@ def kanban_create(args: dict[str, Any], scope: WorkerScope) -> str:
         if own.depth + 1 > scope.max_depth:
             raise LimitExceeded(f"cannot create a card: depth {own.depth + 1} would exceed the "
                                 f"limit of {scope.max_depth}")
-        children = conn.execute(select(func.count()).select_from(Card.__table__)
-                                .where(Card.__table__.c.parent_id == scope.card_id)).scalar_one()
+        children = conn.scalar("SELECT count(*) FROM card WHERE parent_id = :id",
+                               {"id": scope.card_id})
         if children >= scope.max_children_per_card:
             raise LimitExceeded(f"cannot create a card: #{scope.card_id} already has {children} "
                                 f"children (limit {scope.max_children_per_card})")
@@ -119,22 +132,26 @@ def kanban_link(args: dict[str, Any], scope: WorkerScope) -> str:
 
 
 def register(registry: ToolRegistry) -> None:
+    # Reads run in parallel; writes to the board keep call order (limits, comment order);
+    # finishing the card runs last and alone.
     def add(name: str, description: str, handler: Any, properties: dict[str, Any],
-            required: tuple[str, ...] = ()) -> None:
+            required: tuple[str, ...] = (), *, parallel: bool = False,
+            exclusive: bool = False) -> None:
         schema = {"type": "object", "properties": properties, "required": list(required),
                   "additionalProperties": False}
         registry.tool(name, description=description, toolset=TOOLSET, parameters=schema,
-                      takes_context=True)(handler)
+                      takes_context=True, parallel=parallel, exclusive=exclusive)(handler)
 
     add("kanban_show", "Show a card of this board (default: your own) with its goal, context, "
-        "dependencies' results, comments and earlier attempts.", kanban_show, {"card_id": _ID})
+        "dependencies' results, comments and earlier attempts.", kanban_show, {"card_id": _ID},
+        parallel=True)
     add("kanban_complete", "Finish your card: hand back a short summary (and optionally a "
         "longer result). Ends your run.", kanban_complete,
-        {"summary": _TEXT, "result": {"type": "string"}}, ("summary",))
+        {"summary": _TEXT, "result": {"type": "string"}}, ("summary",), exclusive=True)
     add("kanban_block", "Stop and ask a person for help, saying why. Ends your run.",
-        kanban_block, {"reason": _TEXT}, ("reason",))
+        kanban_block, {"reason": _TEXT}, ("reason",), exclusive=True)
     add("kanban_heartbeat", "Report progress with a short note (also renews your lease).",
-        kanban_heartbeat, {"note": {"type": "string", "maxLength": 2000}})
+        kanban_heartbeat, {"note": {"type": "string", "maxLength": 2000}}, parallel=True)
     add("kanban_comment", "Comment on a card of this board (default: your own).",
         kanban_comment, {"body": _TEXT, "card_id": _ID}, ("body",))
     add("kanban_create", "Create a sub-card on this board, delegated by your card.",

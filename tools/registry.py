@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.types import ToolCall, ToolResult, ToolSpec
-from state.errors import KanbanError
-from tools.schema import check_schema, json_type, validate
+from kanban.agent.types import ToolCall, ToolResult, ToolSpec
+from kanban.state.errors import KanbanError
+from kanban.tools.schema import check_schema, json_type, validate
 
 Handler = Callable[..., "str | ToolResult"]
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -26,7 +26,12 @@ class ToolDefinitionError(KanbanError):
 
 @dataclass(frozen=True)
 class Tool:
-    """A callable tool: `handler(arguments)`, or `handler(arguments, context)` if it takes one."""
+    """A callable tool: `handler(arguments)`, or `handler(arguments, context)` if it takes one.
+
+    `parallel`: calls may run at the same time as other calls of the same turn (the handler
+    is thread-safe and independent of them). `exclusive`: the call runs alone, after every
+    other call of its turn (tools that end the run, like finishing a card).
+    """
 
     name: str
     description: str
@@ -34,6 +39,8 @@ class Tool:
     handler: Handler
     toolset: str
     takes_context: bool = False
+    parallel: bool = True
+    exclusive: bool = False
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.match(self.name):
@@ -47,7 +54,8 @@ class Tool:
             raise ToolDefinitionError(f"tool {self.name}: {problem}")
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters)
+        return ToolSpec(self.name, self.description, self.parameters,
+                        parallel=self.parallel and not self.exclusive, exclusive=self.exclusive)
 
 
 class ToolRegistry:
@@ -70,12 +78,15 @@ class ToolRegistry:
         toolset: str,
         parameters: dict[str, Any] | None = None,
         takes_context: bool = False,
+        parallel: bool = True,
+        exclusive: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Decorator form of `register`."""
 
         def decorate(handler: Handler) -> Handler:
             params = parameters if parameters is not None else {"type": "object", "properties": {}}
-            self.register(Tool(name, description, params, handler, toolset, takes_context))
+            self.register(Tool(name, description, params, handler, toolset, takes_context,
+                               parallel=parallel, exclusive=exclusive))
             return handler
 
         return decorate
@@ -97,9 +108,16 @@ class ToolRegistry:
         return sorted({tool.toolset for tool in self._tools.values()})
 
     def toolbox(
-        self, toolsets: Iterable[str], context: Any = None, *, exclude: Iterable[str] = ()
+        self,
+        toolsets: Iterable[str],
+        context: Any = None,
+        *,
+        exclude: Iterable[str] = (),
+        contexts: Mapping[str, Any] | None = None,
+        extra: Iterable[Tool] = (),
     ) -> Toolbox:
-        """The tools of `toolsets` minus `exclude`, bound to `context`."""
+        """The tools of `toolsets` minus `exclude`, plus `extra` tools made elsewhere (MCP);
+        each bound to its toolset's entry in `contexts`, else to `context`."""
         wanted = list(toolsets)
         unknown = sorted(set(wanted) - set(self.toolsets()))
         if unknown:
@@ -110,21 +128,35 @@ class ToolRegistry:
             for tool in self._tools.values()
             if tool.toolset in wanted and tool.name not in excluded
         ]
-        return Toolbox(chosen, context, known=self._tools.keys())
+        return Toolbox([*chosen, *extra], context, known=self._tools.keys(), contexts=contexts)
 
 
 class Toolbox:
     """The explicit set of tools one agent has; `call` never raises."""
 
     def __init__(
-        self, tools: Iterable[Tool], context: Any = None, *, known: Iterable[str] = ()
+        self,
+        tools: Iterable[Tool],
+        context: Any = None,
+        *,
+        known: Iterable[str] = (),
+        contexts: Mapping[str, Any] | None = None,
     ) -> None:
-        self._tools = {tool.name: tool for tool in tools}
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ToolDefinitionError(f"two tools are named {tool.name}")
+            self._tools[tool.name] = tool
         self._known = frozenset(known) | self._tools.keys()
         self.context = context
-        needy = [tool.name for tool in self._tools.values() if tool.takes_context]
-        if needy and context is None:
+        self._contexts = dict(contexts or {})
+        needy = [tool.name for tool in self._tools.values()
+                 if tool.takes_context and self.context_of(tool) is None]
+        if needy:
             raise ToolDefinitionError(f"tools {', '.join(needy)} need a context")
+
+    def context_of(self, tool: Tool) -> Any:
+        return self._contexts.get(tool.toolset, self.context)
 
     @property
     def names(self) -> list[str]:
@@ -152,9 +184,10 @@ class Toolbox:
         return f"unknown tool {name!r}; available tools: {available}"
 
     def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> ToolResult:
+        outcome: Any  # a plugin handler may return anything: checked below
         try:
             if tool.takes_context:
-                outcome = tool.handler(arguments, self.context)
+                outcome = tool.handler(arguments, self.context_of(tool))
             else:
                 outcome = tool.handler(arguments)
         except KanbanError as exc:

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-
-from sqlalchemy import Connection
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from kanban.errors import LeaseLost
 from kanban.service import Kanban
+from kanban.state.errors import TransientDatabaseError
+from kanban.state.retry import Backoff, retry_transient
+from kanban.state.store import Conn
 from kanban.transitions import Actor, assert_lease
+
+if TYPE_CHECKING:
+    from kanban.skills import Skill
+T = TypeVar("T")
+WRITE_RETRY = Backoff(first_s=0.1, cap_s=2.0)
+
+
+def _say_retry(exc: TransientDatabaseError, delay: float) -> None:
+    print(f"kanban worker: database unavailable ({exc}); retrying in {delay:.1f}s",
+          file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -26,19 +40,46 @@ class WorkerScope:
     max_depth: int = 1
     max_children_per_card: int = 10
     on_lease_lost: Callable[[str], None] = field(default=lambda message: None)
+    # Runs before the card completes and may add to its summary (a worktree's branch).
+    on_complete: Callable[[str], str] = field(default=lambda summary: summary)
     finished: str | None = None  # "completed" | "blocked" once a tool ended the card
+    finishing: bool = False  # a tool is ending the card: losing the lease is expected
+    skills: Mapping[str, Skill] = field(default_factory=dict)  # what skill_view may show
+    skill_files: Mapping[str, list[str]] = field(default_factory=dict)  # in the workspace
+    lease_until: datetime | None = None  # as last renewed (by the store's clock)
 
     @property
     def actor(self) -> Actor:
         return Actor(f"card:#{self.card_id}", self.claim_token)
 
+    def check_lease(self) -> None:
+        """Raise LeaseLost once the lease has run out, renewed or not: a worker cut off from
+        the database past its lease stops at its next write instead of racing its successor."""
+        if self.lease_until is not None and self.kb.clock() >= self.lease_until:
+            raise LeaseLost(f"lease on #{self.card_id} expired before it was renewed; "
+                            "this worker must stop")
+
     @contextmanager
-    def fenced(self) -> Iterator[Connection]:
+    def fenced(self) -> Iterator[Conn]:
         """A write transaction that first proves this worker still holds its lease."""
         try:
+            self.check_lease()
             with self.kb.db.write() as conn:
                 assert_lease(conn, self.card_id, self.claim_token)
                 yield conn
         except LeaseLost as exc:
             self.on_lease_lost(exc.message)
             raise
+
+    def write(self, change: Callable[[Conn], T], *, fenced: bool = True) -> T:
+        """`change` in a (fenced) write transaction, tried again while the database is away;
+        the tries end with the lease (LeaseLost: the worker stops)."""
+
+        def once() -> T:
+            if fenced:
+                with self.fenced() as conn:
+                    return change(conn)
+            with self.kb.db.write() as conn:
+                return change(conn)
+
+        return retry_transient(once, backoff=WRITE_RETRY, on_retry=_say_retry)

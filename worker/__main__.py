@@ -2,6 +2,6 @@
 
 import sys
 
-from worker.main import main
+from kanban.worker.main import main
 
 sys.exit(main())

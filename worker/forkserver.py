@@ -19,31 +19,29 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from state.engine import Database
+    from kanban.state.store import Database
 
 EXIT_INTERNAL = 70
 
 
 def preload(db_target: str | None, providers: list[str]) -> Database | None:
-    """Import what a worker needs, open its database and warm it, so a fork starts fast.
+    """Import what a worker needs and check its database, so a fork starts fast.
 
     Only the SDKs of `providers` are imported; a worker needing another imports it itself.
+    No connection stays open: none may cross a fork.
     """
-    import sqlalchemy.dialects.sqlite.pysqlite  # noqa: F401
-
-    import agent
-    import agent.scripts  # noqa: F401
-    import tools.catalog  # noqa: F401
-    import worker.main  # noqa: F401
-    from state import open_database
-    from state.paths import DbLocation
-    from worker.warmup import warm
+    import kanban.agent.scripts  # noqa: F401
+    import kanban.tools.catalog  # noqa: F401
+    import kanban.worker.main  # noqa: F401
+    from kanban import agent
+    from kanban.state import open_database
+    from kanban.state.paths import DbLocation
 
     agent.preload(providers)
     if db_target is None:
         return None
     db = open_database(DbLocation(db_target, "env"))
-    warm(db)
+    db.dispose()
     return db
 
 
@@ -64,7 +62,7 @@ def run_child(request: dict[str, Any], inherited: list[int], db: Database | None
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        from worker.main import main
+        from kanban.worker.main import main
 
         code = main(db=db if db is not None and request["env"]["KANBAN_DB"] == db_target(db)
                     else None)
@@ -169,7 +167,7 @@ def main() -> None:
 
 
 def db_target(db: Database) -> str:
-    return str(db.path) if db.path is not None else db.engine.url.render_as_string(False)
+    return db.target
 
 
 if __name__ == "__main__":

@@ -1,32 +1,103 @@
-"""The lease-renewing thread: independent of the model, every lease/3."""
+"""The worker's watch thread, independent of the model: it renews the lease every lease/3,
+stores the agent's live activity, and notices within a fraction of a second when the
+card is no longer this worker's (cancelled, rescued), so the run stops at once.
+
+It never dies on an error (the database may be back at the next try), and it stops the
+worker once its lease has run out unrenewed (cut off from the database past its lease)."""
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 
+from kanban import claims
+from kanban.agent.interrupt import Interrupt
 from kanban.errors import LeaseLost
-from state.errors import DatabaseError
-from tools.scope import WorkerScope
+from kanban.state.retry import Backoff
+from kanban.tools.scope import WorkerScope
+from kanban.transitions import assert_lease
+from kanban.worker.activity import Activity
+
+CHECK_S = 0.25  # how often the lease is checked (a read) when nothing else is written
+RETRY = Backoff(first_s=0.2, cap_s=2.0)  # after a failed write, sooner than the next tick
 
 
 class HeartbeatThread(threading.Thread):
-    def __init__(self, scope: WorkerScope) -> None:
+    """With an activity or an interrupt to serve it also watches the lease closely;
+    without, it only renews it."""
+
+    def __init__(self, scope: WorkerScope, *, activity: Activity | None = None,
+                 interrupt: Interrupt | None = None, check_s: float = CHECK_S) -> None:
         super().__init__(name=f"heartbeat-#{scope.card_id}", daemon=True)
         self.scope = scope
+        self.activity = activity
+        self.interrupt = interrupt
         self.interval = max(0.05, scope.lease_s / 3)
-        self._stop_event = threading.Event()
+        watching = activity is not None or interrupt is not None
+        self.check_s = min(check_s, self.interval) if watching else self.interval
+        self._stopped = False
+        self._wake = activity.urgent if activity is not None else threading.Event()
 
     def run(self) -> None:
-        s = self.scope
-        while not self._stop_event.wait(self.interval):
-            try:
-                s.kb.heartbeat(s.card_id, s.claim_token, run_id=s.run_id, lease_s=s.lease_s)
-            except LeaseLost as exc:
-                s.on_lease_lost(exc.message)
+        renew_at = time.monotonic() + self.interval
+        wait, failures = self.check_s, 0
+        while True:
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._stopped:
                 return
-            except DatabaseError as exc:  # transient (e.g. disk busy): try again next beat
+            try:
+                self.scope.check_lease()  # by the store's clock, even while cut off
+                if time.monotonic() >= renew_at:
+                    self._renew()
+                    renew_at = time.monotonic() + self.interval
+                else:
+                    self._store_activity_or_check()
+            except LeaseLost as exc:
+                if self._lost(exc.message):
+                    return
+            except Exception as exc:  # noqa: BLE001 - whatever it was, try again soon
                 print(f"heartbeat failed: {exc}", file=sys.stderr, flush=True)
+                wait = min(self.check_s, RETRY.delay(failures))
+                failures += 1
+                continue
+            wait, failures = self.check_s, 0
+
+    def _renew(self) -> None:
+        s = self.scope
+        s.lease_until = s.kb.heartbeat(s.card_id, s.claim_token, run_id=s.run_id,
+                                       lease_s=s.lease_s)
+        self._store_activity_or_check(check=False)  # the renewal proved the lease
+
+    def _store_activity_or_check(self, *, check: bool = True) -> None:
+        """One fenced write when there is activity to store, else one cheap read."""
+        s = self.scope
+        snapshot = self.activity.take() if self.activity is not None else None
+        if snapshot is None:
+            if not check:
+                return
+            with s.kb.db.read() as conn:
+                if not claims.is_current(conn, s.card_id, s.claim_token):
+                    raise LeaseLost(f"card #{s.card_id} is no longer this worker's")
+            return
+        with s.kb.db.write() as conn:
+            assert_lease(conn, s.card_id, s.claim_token)
+            claims.record_activity(conn, s.run_id, s.card_id, s.claim_token, snapshot,
+                                   now=s.kb.clock())
+
+    def _lost(self, message: str) -> bool:
+        """The card is not ours any more; True when this thread should end."""
+        if self.scope.finished or self.scope.finishing:
+            return True  # our own kanban_complete/kanban_block took it
+        if self.interrupt is not None:
+            self.interrupt.cancel(message)
+        self.scope.on_lease_lost(message)
+        return True
 
     def stop(self) -> None:
-        self._stop_event.set()
+        """End the thread and wait for it, so no check runs after the caller moves on."""
+        self._stopped = True
+        self._wake.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=10)

@@ -6,28 +6,36 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from agent.errors import FatalModelError
-from agent.loop import AgentResult, Limits, StopReason, run_agent
-from agent.model import resolve_model
 from kanban import cards, claims, transitions
+from kanban.agent.errors import FatalModelError
+from kanban.agent.interrupt import Interrupt
+from kanban.agent.limits import StopReason
+from kanban.agent.loop import AgentResult
 from kanban.cards import NewCard
 from kanban.children import ChildStatus
 from kanban.errors import KanbanError
 from kanban.service import Kanban
-from state.config import Config
-from tools.catalog import REGISTRY
-from tools.delegate import LeadScope, cancel_children
-from tools.scope import WorkerScope
-from worker.heartbeat import HeartbeatThread
-from worker.hooks import WorkerHooks
-from worker.redact import redact, secrets_in
+from kanban.skills import SkillCatalog
+from kanban.state.config import Config
+from kanban.state.errors import ConfigError
+from kanban.tools import delegate
+from kanban.tools.delegate import LEAD_PROFILE, LeadScope, cancel_children
+from kanban.tools.registry import Toolbox
+from kanban.tools.scope import WorkerScope
+from kanban.worker.activity import Activity
+from kanban.worker.heartbeat import HeartbeatThread
+from kanban.worker.hooks import WorkerHooks
+from kanban.worker.redact import redact, secrets_in
+from kanban.worker.runtime import build_runtime, key_values
 
 SYSTEM = """You lead a team of workers on a kanban board.
 Split the goal into a few independent subtasks and hand them out with the `delegate` tool
 (each: a title, a goal, context; `after` lists earlier tasks of the same call that must finish
-first). delegate waits for the workers and returns each child's status and summary.
+first; `profile` picks who does it, and its description says what that worker can do).
+delegate waits for the workers and returns each child's status and summary.
 When you have what you need, answer the goal in plain text; that answer ends your run."""
 OFFLINE_LEAD = "scripted:lead-demo"
 
@@ -46,6 +54,8 @@ class LeadResult:
     stop_reason: str
     error: str | None
     children: tuple[int, ...]
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
 
 
 def lead_model(config: Config, env: Mapping[str, str], explicit: str | None) -> str:
@@ -71,37 +81,47 @@ def start_lead(kb: Kanban, *, goal: str, context: str, board: str, model: str,
     title = goal.strip().splitlines()[0][:200] if goal.strip() else goal
     with kb.db.write() as conn:
         card = cards.add_card(conn, NewCard(title=title, goal=goal, context=context, board=board,
-                                            created_by="lead", model=model), kb.clock())
+                                            created_by="lead", model=model,
+                                            profile=LEAD_PROFILE), kb.clock())
         return claims.claim_card(conn, card.id, now=kb.clock(), lease_s=lease_s,
                                  host=socket.gethostname())
 
 
 def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str,
              env: Mapping[str, str] | None = None,
-             on_progress: Callable[[list[ChildStatus]], None] | None = None) -> LeadResult:
-    """Run the lead agent on its claimed card; Ctrl-C cancels its children and the lead."""
+             on_progress: Callable[[list[ChildStatus]], None] | None = None,
+             skills: SkillCatalog | None = None, home: Path | None = None) -> LeadResult:
+    """Run the lead agent on its claimed card; Ctrl-C cancels its children and the lead.
+    `home` is the board's folder (relative `dir:` workspaces start at its parent)."""
     env = os.environ if env is None else env
     scope = WorkerScope(kb, claim.board, claim.card_id, claim.claim_token, claim.run_id,
                         lease_s=config.limits.lease_s)
     lead = LeadScope(scope, config, children_model(model_spec),
-                     on_progress=on_progress or (lambda statuses: None))
-    heartbeat = HeartbeatThread(scope)
+                     on_progress=on_progress or (lambda statuses: None),
+                     skills=skills or SkillCatalog(),
+                     home=home.parent if home is not None else Path.cwd())
+    profile = config.profiles.get(LEAD_PROFILE, config.profile("default"))
+    secrets = sorted({*secrets_in(env), *key_values(profile, env)}, key=len, reverse=True)
+    activity, interrupt = Activity(max_turns=profile.max_turns), Interrupt()
+    heartbeat = HeartbeatThread(scope, activity=activity, interrupt=interrupt)
     heartbeat.start()
     try:
         try:
-            model = resolve_model(model_spec, env=env)
-        except FatalModelError as exc:
-            message = redact(exc.message, secrets_in(env))
+            runtime = build_runtime(
+                config, profile, spec=model_spec, env=env, interrupt=interrupt,
+                max_turns=profile.max_turns, spent_cost=0.0,
+                workspace=_workspace(config, claim),
+                hook_context={"card_id": claim.card_id, "board": claim.board,
+                              "run_id": claim.run_id, "lead": True})
+        except (FatalModelError, ConfigError) as exc:
+            message = redact(exc.message, secrets)
             _finish(scope, None, error=message)
             return LeadResult(claim.card_id, None, "error", message, ())
-        profile = config.profiles.get("lead", config.profile("default"))
-        result = run_agent(model, system=SYSTEM, prompt=_prompt(kb, claim.card_id),
-                           toolbox=REGISTRY.toolbox(["delegate"], lead),
-                           limits=Limits(max_turns=profile.max_turns,
-                                         token_budget=profile.token_budget),
-                           hooks=LeadHooks(scope))
+        result = runtime.run(system=SYSTEM, prompt=_prompt(kb, claim.card_id),
+                             toolbox=Toolbox([delegate.tool_for(config)], lead),
+                             hooks=LeadHooks(scope, activity, secrets=secrets))
         if result.error:  # providers may echo a key back in an error message
-            result = replace(result, error=redact(result.error, secrets_in(env)))
+            result = replace(result, error=redact(result.error, secrets))
     except BaseException:
         with suppress(KanbanError):  # leave the board consistent, whatever stopped us
             cancel_children(lead, lead.delegated, reason="the lead was interrupted")
@@ -114,6 +134,13 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
     return _settle(scope, result, tuple(lead.delegated))
 
 
+def _workspace(config: Config, claim: claims.Claim) -> Path | None:
+    """Where the lead's oversized tool results are saved (beside its workers' folders)."""
+    if config.path is None:
+        return None
+    return config.path.parent / "workspaces" / claim.board / str(claim.card_id)
+
+
 def _prompt(kb: Kanban, card_id: int) -> str:
     card = kb.card(card_id)
     return f"Goal: {card.goal}" + (f"\n\nContext: {card.context}" if card.context else "")
@@ -122,10 +149,11 @@ def _prompt(kb: Kanban, card_id: int) -> str:
 def _settle(scope: WorkerScope, result: AgentResult, delegated: tuple[int, ...]) -> LeadResult:
     answer = (result.text or "").strip() or None
     ok = result.stop_reason in (StopReason.COMPLETED, StopReason.TURN_LIMIT,
-                                StopReason.TOKEN_BUDGET)
+                                StopReason.TOKEN_BUDGET, StopReason.COST_BUDGET)
     error = None if ok and answer else (result.error or f"the lead stopped: {result.stop_reason}")
     _finish(scope, answer if not error else None, error=error)
-    return LeadResult(scope.card_id, answer, str(result.stop_reason), error, delegated)
+    return LeadResult(scope.card_id, answer, str(result.stop_reason), error, delegated,
+                      usage=result.usage.to_dict(), cost=result.cost)
 
 
 def _finish(scope: WorkerScope, answer: str | None, *, error: str | None) -> None:

@@ -6,29 +6,48 @@ Exit codes tell the dispatcher what the worker already recorded (see EXIT_*).
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
 
-from agent.errors import FatalModelError
-from agent.loop import AgentResult, Limits, StopReason, run_agent
-from agent.model import resolve_model
 from kanban import transitions
-from kanban.errors import KanbanError
+from kanban.agent.errors import FatalModelError
+from kanban.agent.interrupt import Interrupt
+from kanban.agent.limits import Limits, StopReason
+from kanban.agent.loop import AgentResult
+from kanban.attachments import Attachments
+from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.records import CardRecord
 from kanban.service import Kanban
+from kanban.state import open_database
+from kanban.state.config import Config, worker_config
+from kanban.state.errors import ConfigError, DatabaseError, TransientDatabaseError
+from kanban.state.paths import DbLocation
+from kanban.state.retry import Backoff, retry_transient
+from kanban.state.store import Database
 from kanban.states import Outcome
-from state import open_database
-from state.config import Config, load_config
-from state.engine import Database
-from state.errors import ConfigError
-from state.paths import DbLocation
-from tools.catalog import REGISTRY
-from tools.scope import WorkerScope
-from worker.heartbeat import HeartbeatThread
-from worker.hooks import WorkerHooks
-from worker.prompts import SYSTEM, first_prompt
-from worker.redact import redact, secrets_in
+from kanban.tools.runner import PlainRunner, Runner
+from kanban.tools.scope import WorkerScope
+from kanban.worker import toolbox as tools
+from kanban.worker.activity import Activity
+from kanban.worker.heartbeat import HeartbeatThread
+from kanban.worker.hooks import WorkerHooks
+from kanban.worker.materials import place_materials
+from kanban.worker.plan import WorkerPlan, prepare_run
+from kanban.worker.redact import redact, secrets_in
+from kanban.worker.runtime import build_runtime, key_values
+from kanban.worker.script import run_script
+from kanban.worker.watchdog import Watchdog
+from kanban.workspaces import WORKTREE, Workspace
+
+T = TypeVar("T")
+RETRY = Backoff(first_s=0.1, cap_s=2.0)
 
 EXIT_OK = 0  # the worker recorded the outcome itself
 EXIT_FATAL = 3  # a fatal error; the card was failed
@@ -38,7 +57,7 @@ EXIT_BAD_ENV = 78  # the worker was started without its environment
 
 @dataclass(frozen=True)
 class WorkerEnv:
-    """The five variables the dispatcher hands every worker."""
+    """The variables the dispatcher hands every worker (its config path is read apart)."""
 
     db: str
     board: str
@@ -46,13 +65,19 @@ class WorkerEnv:
     claim_token: str
     run_id: int
     lease_s: float
+    lease_until: datetime | None = None  # the claim's lease, by the store's clock
+    timeout_s: float | None = None  # the card's timeout, enforced by itself if orphaned
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerEnv:
         try:
+            until = env.get("KANBAN_LEASE_UNTIL")
+            timeout = env.get("KANBAN_TIMEOUT_S")
             return cls(env["KANBAN_DB"], env["KANBAN_BOARD"], int(env["KANBAN_CARD"]),
                        env["KANBAN_CLAIM_TOKEN"], int(env["KANBAN_RUN"]),
-                       float(env.get("KANBAN_LEASE_S", "30")))
+                       float(env.get("KANBAN_LEASE_S", "30")),
+                       datetime.fromisoformat(until) if until else None,
+                       float(timeout) if timeout else None)
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"worker environment incomplete: {exc}") from None
 
@@ -66,11 +91,45 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
         print(f"kanban worker: {exc}", file=sys.stderr)
         return EXIT_BAD_ENV
     location = DbLocation(wenv.db, "env")
-    db = db or open_database(location)
+    runner = PlainRunner()
+    _stop_commands_on_sigterm(runner)
     try:
-        return run_card(Kanban(db), wenv, load_config(location.home / "config.toml"), env)
+        db = db or retry_transient(lambda: open_database(location), patience_s=wenv.lease_s)
+    except DatabaseError as exc:
+        print(f"kanban worker: {exc}", file=sys.stderr)
+        return EXIT_LEASE_LOST  # nothing was written; the lease runs out and is rescued
+    # A write waits a fraction of the lease at a time: the lease is checked between tries.
+    db.patience_s = min(db.patience_s, max(0.5, wenv.lease_s / 6))
+    try:
+        kb = Kanban(db)
+        try:
+            config = worker_config(env)
+        except ConfigError as exc:  # never a quiet fallback to defaults (or the demo model)
+            return _fail(_scope(kb, wenv, None), f"config: {exc.message}")
+        return run_card(kb, wenv, config, env, runner=runner, home=location.home)
     finally:
         db.dispose()
+
+
+def _stop_commands_on_sigterm(runner: Runner) -> None:
+    """A cancelled or timed-out card's worker gets SIGTERM: its commands (each in its own
+    process group) die with it. The killing runs in a thread so the handler never waits on
+    a lock the interrupted main thread holds."""
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # (only the main thread may) a second one kills
+
+        def cancel_then_exit() -> None:
+            try:
+                runner.cancel_all()
+            finally:  # die of the signal itself, as the dispatcher expects
+                os.kill(os.getpid(), signum)
+                os._exit(128 + signum)
+
+        threading.Thread(target=cancel_then_exit, name="stop-commands", daemon=True).start()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
 
 
 def _lease_lost(message: str) -> None:
@@ -78,82 +137,211 @@ def _lease_lost(message: str) -> None:
     os._exit(EXIT_LEASE_LOST)
 
 
-def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]) -> int:
-    """The worker's steps: scope, heartbeat, model, agent, outcome."""
-    limits = config.limits
-    scope = WorkerScope(kb, wenv.board, wenv.card_id, wenv.claim_token, wenv.run_id,
-                        lease_s=wenv.lease_s, max_depth=limits.max_depth,
-                        max_children_per_card=limits.max_children_per_card,
-                        on_lease_lost=_lease_lost)
-    secrets = secrets_in(env)
+def _scope(kb: Kanban, wenv: WorkerEnv, config: Config | None) -> WorkerScope:
+    limits = (config or Config()).limits
+    return WorkerScope(kb, wenv.board, wenv.card_id, wenv.claim_token, wenv.run_id,
+                       lease_s=wenv.lease_s, max_depth=limits.max_depth,
+                       max_children_per_card=limits.max_children_per_card,
+                       on_lease_lost=_lease_lost, lease_until=wenv.lease_until)
+
+
+def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str], *,
+             runner: Runner | None = None, home: Path | None = None) -> int:
+    """The worker's steps: scope, watchdog, the card, then its script or its agent."""
+    setting = Setting(runner=runner or PlainRunner(), started=time.monotonic(),
+                      home=home or DbLocation(wenv.db, "env").home)
+    scope = _scope(kb, wenv, config)
+    watchdog = Watchdog(scope, wenv.timeout_s) if wenv.timeout_s else None
+    if watchdog is not None:
+        watchdog.start()
+    try:
+        card = _retrying(scope, lambda: kb.card(wenv.card_id))
+        if card.command is not None:  # a script card: a command, no model
+            return _run_script_card(scope, card, wenv, env, setting.runner)
+        return _run_agent_card(scope, card, wenv, config, env, setting)
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+
+
+def _retrying(scope: WorkerScope, fn: Callable[[], T]) -> T:
+    """fn, tried again while the database is away; it ends when the lease runs out (the
+    next fenced write then raises LeaseLost and the worker stops)."""
+
+    def attempt() -> T:
+        try:
+            scope.check_lease()
+            return fn()
+        except LeaseLost as exc:
+            scope.on_lease_lost(exc.message)
+            raise
+
+    def say(exc: TransientDatabaseError, delay: float) -> None:
+        print(f"kanban worker: database unavailable ({exc}); retrying in {delay:.1f}s",
+              file=sys.stderr, flush=True)
+
+    return retry_transient(attempt, backoff=RETRY, on_retry=say)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Where and with what the card's tools work."""
+
+    runner: Runner
+    home: Path  # the board's folder: workspaces/, logs/, config.toml
+    started: float  # time.monotonic() when the worker began: the card's time runs from it
+
+
+def _run_script_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv,
+                     env: Mapping[str, str], runner: Runner) -> int:
+    # Renewals only: a cancel reaches a script through the dispatcher's SIGTERM, which
+    # also stops the script's own process group.
     heartbeat = HeartbeatThread(scope)
     heartbeat.start()
     try:
-        card = kb.card(wenv.card_id)
-        try:
-            profile = config.profile(card.profile)
-            model = resolve_model(card.model or profile.resolved_model(env), env=env,
-                                  base_url=profile.base_url)
-            toolbox = REGISTRY.toolbox(_toolsets(card, profile.toolsets), scope)
-        except (FatalModelError, ConfigError) as exc:
-            return _fail(scope, redact(exc.message, secrets))
-        print(f"card #{card.id} attempt {card.attempt}: model {model.name}", flush=True)
-        max_turns = profile.max_turns
-        if card.parent_id is not None:  # a delegated card: the delegation limits apply too
-            max_turns = min(max_turns, limits.child_max_turns)
-        result = run_agent(model, system=SYSTEM, prompt=first_prompt(card), toolbox=toolbox,
-                           limits=Limits(max_turns=max_turns,
-                                         token_budget=profile.token_budget),
-                           hooks=WorkerHooks(scope))
-        if result.error:  # providers may echo a key back in an error message
-            result = replace(result, error=redact(result.error, secrets))
-        return settle(scope, result)
+        home = DbLocation(wenv.db, "env").home
+        # its attachments too are in its workspace, read-only
+        place_materials(Attachments(scope.kb.db, home, clock=scope.kb.clock), card.id, [],
+                        Path.cwd())
+        return run_script(scope, card, home=home, env=env, runner=runner)
     finally:
         heartbeat.stop()
 
 
-def _toolsets(card: CardRecord, default: tuple[str, ...]) -> list[str]:
-    chosen = card.toolsets.split(",") if card.toolsets else list(default)
-    known = set(REGISTRY.toolsets())
-    # A worker never gets tools outside the registry's worker-safe sets.
-    return [t for t in chosen if t in known and t != "delegate"]
+def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Config,
+                    env: Mapping[str, str], setting: Setting) -> int:
+    """Watch thread, workspace, runtime, tools, agent, outcome."""
+    secrets = secrets_in(env)
+    activity, interrupt = Activity(max_turns=0), Interrupt()
+    heartbeat = HeartbeatThread(scope, activity=activity, interrupt=interrupt)
+    heartbeat.start()
+    bench = None
+    try:
+        try:
+            profile = config.profile(card.profile)
+            secrets = sorted({*secrets, *key_values(profile, env)}, key=len, reverse=True)
+            # Reads of the board: tried again while the database is away
+            workspace = _retrying(scope, lambda: scope.kb.workspace(
+                card.id, setting.home, config.workspaces()))
+            plan = _retrying(scope, lambda: _prepare(scope.kb, card, config, env,
+                                                     home=setting.home,
+                                                     workspace=workspace.path))
+            scope.skills = {skill.name: skill for skill in plan.skills}
+            scope.skill_files = plan.materials.skill_files
+            activity.plan(plan.max_turns)
+            runtime = build_runtime(
+                config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
+                max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
+                workspace=workspace.path, hook_context=_hook_context(card, wenv))
+        except (FatalModelError, ConfigError, ValidationError) as exc:
+            # credentials, an unknown model, profile or toolset, a skill that no longer
+            # exists, a workspace that cannot be resolved
+            heartbeat.stop()
+            return _fail(scope, redact(exc.message, secrets))
+        bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
+                                env=env, runner=setting.runner, started=setting.started)
+        if workspace.kind == WORKTREE:
+            scope.on_complete = _worktree_note(workspace, card.id, card.title)
+        try:
+            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench)
+        except ConfigError as exc:  # a plug-in that does not load
+            heartbeat.stop()
+            return _fail(scope, redact(exc.message, secrets))
+        except KanbanError as exc:  # an MCP server that does not start: try again later
+            heartbeat.stop()
+            return _requeue(scope, redact(exc.message, secrets))
+        print(f"card #{card.id} attempt {card.attempt}: model {runtime.model.name}, toolsets "
+              f"{','.join(plan.toolsets)}, workspace {workspace.path}", flush=True)
+        result = runtime.run(system=plan.system, prompt=list(plan.opening), toolbox=toolbox,
+                             hooks=WorkerHooks(scope, activity, secrets=secrets))
+    finally:
+        heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
+        if bench is not None and bench.mcp is not None:
+            bench.mcp.close()
+    if result.error:  # providers may echo a key back in an error message
+        result = replace(result, error=redact(result.error, secrets))
+    return settle(scope, result, runtime.limits)
 
 
-def settle(scope: WorkerScope, result: AgentResult) -> int:
+def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,
+             home: Path, workspace: Path) -> WorkerPlan:
+    """The plan, with attachments and skill files copied into the workspace."""
+    attachments = Attachments(kb.db, home, clock=kb.clock)
+    return prepare_run(attachments, card, config, env, home=home, workspace=workspace)
+
+
+def _worktree_note(workspace: Workspace, card_id: int, title: str) -> Callable[[str], str]:
+    """Commit the worktree when the card completes and add its branch to the summary."""
+
+    def note(summary: str) -> str:
+        from kanban.tools import worktree
+
+        try:
+            described = worktree.finish(workspace, f"kanban #{card_id}: {title}")
+        except KanbanError as exc:
+            described = f"Workspace: git worktree {workspace.path}; could not commit: {exc}"
+        return f"{summary}\n\n{described[:5000]}"
+
+    return note
+
+
+def _hook_context(card: CardRecord, wenv: WorkerEnv) -> dict[str, object]:
+    """What user hooks are told about the run."""
+    return {"card_id": card.id, "board": card.board, "run_id": wenv.run_id,
+            "attempt": card.attempt, "profile": card.profile, "title": card.title}
+
+
+def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -> int:
     """Record how the run ended, unless a tool already finished the card."""
-    print(f"agent stopped: {result.stop_reason} after {result.turns} turns", flush=True)
+    print(f"agent stopped: {result.stop_reason} after {result.turns} turns"
+          f" (${result.cost:.4f})", flush=True)
     if scope.finished:
         return EXIT_OK
+    if result.stop_reason == StopReason.INTERRUPTED:
+        return EXIT_LEASE_LOST  # the card is no longer ours: write nothing
     if result.stop_reason == StopReason.COMPLETED:
         summary = (result.text or "").strip() or "(the agent ended without a summary)"
-        with scope.fenced() as conn:
-            transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
-                                 actor=scope.actor, implicit=True)
+        summary = scope.on_complete(summary)
+        _retrying(scope, lambda: scope.kb.complete(scope.card_id, summary, actor=scope.actor,
+                                                   implicit=True))
         return EXIT_OK
     if result.stop_reason == StopReason.ERROR and result.fatal:
         return _fail(scope, result.error or "fatal model error")
     if result.stop_reason == StopReason.ERROR:
-        with scope.fenced() as conn:
-            transitions.requeue_or_fail(conn, scope.card_id, Outcome.FAILED,
-                                        result.error or "model error", now=scope.kb.clock(),
-                                        actor=scope.actor)
+        scope.write(lambda conn: transitions.requeue_or_fail(
+            conn, scope.card_id, Outcome.FAILED, result.error or "model error",
+            now=scope.kb.clock(), actor=scope.actor))
         return EXIT_OK
-    limit = str(result.stop_reason).replace("_", " ")
     note = f"; last summary: {result.text.strip()[:2000]}" if result.text else ""
-    return _fail(scope, f"{limit} reached before the card was finished{note}", code=EXIT_OK)
+    return _fail(scope, f"{_limit_text(result, limits)} before the card was finished{note}",
+                 code=EXIT_OK)
+
+
+def _limit_text(result: AgentResult, limits: Limits) -> str:
+    if result.stop_reason == StopReason.COST_BUDGET and limits.max_cost is not None:
+        spent = limits.spent_cost + result.cost
+        return f"cost budget reached (${spent:.4f} spent of max_cost ${limits.max_cost:.4f})"
+    if result.stop_reason == StopReason.TOKEN_BUDGET and limits.token_budget is not None:
+        return (f"token budget reached ({result.usage.total_tokens:,} of "
+                f"{limits.token_budget:,} tokens)")
+    return str(result.stop_reason).replace("_", " ") + " reached"
+
+
+def _requeue(scope: WorkerScope, message: str) -> int:
+    print(f"card #{scope.card_id}: {message}", file=sys.stderr, flush=True)
+    scope.write(lambda conn: transitions.requeue_or_fail(
+        conn, scope.card_id, Outcome.FAILED, message, now=scope.kb.clock(), actor=scope.actor))
+    return EXIT_OK
 
 
 def _fail(scope: WorkerScope, message: str, *, code: int = EXIT_FATAL) -> int:
     print(f"failing card #{scope.card_id}: {message}", file=sys.stderr, flush=True)
     try:
-        with scope.fenced() as conn:
-            transitions.fail(conn, scope.card_id, message, now=scope.kb.clock(),
-                             actor=scope.actor)
+        scope.write(lambda conn: transitions.fail(conn, scope.card_id, message,
+                                                  now=scope.kb.clock(), actor=scope.actor))
     except KanbanError as exc:
         print(f"could not record the failure: {exc}", file=sys.stderr, flush=True)
     return code
-
-
 
 
 if __name__ == "__main__":

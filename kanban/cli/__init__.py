@@ -1,1 +1,2 @@
-"""The `kanban` command line: Typer commands over the board library, Rich views."""
+"""The `kanban` command line: click commands over the board library, loaded on first use;
+plain text when piped, Rich views on a terminal."""

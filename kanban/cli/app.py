@@ -1,92 +1,112 @@
-"""The `kanban` command: the root app, the global --db option and `main()`."""
+"""The `kanban` command: the root group, its lazily loaded commands, and `main()`.
 
-# No `from __future__ import annotations`: Typer reads these signatures at start-up and
-# evaluating string annotations triples the cost of building the command tree.
+Start-up is part of the interface: `kanban --help` imports no command, and each command
+imports only what it needs (the dispatcher, the agent runtime and Rich load on demand).
+"""
 
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Annotated
+from typing import Any, NoReturn
 
-import typer
+import click
 
-from kanban.cli import boards, cards, cron, lead, output, runtime
-from kanban.cli.context import DEFAULT_BOARD, CliState, init_location
-from kanban.cli.errors import KanbanGroup, exit_code_for
-from kanban.service import Kanban
-from state.db import open_database
+from kanban import __version__
+from kanban.cli import output
+from kanban.cli.base import CliState, global_params
+from kanban.cli.commands import COMMANDS
+from kanban.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, exit_code_for
 
-app = typer.Typer(
-    name="kanban",
-    cls=KanbanGroup,
-    help="A SQLite-backed kanban board whose cards are worked by agents.",
-    invoke_without_command=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+HELP = """A SQLite-backed kanban board whose cards are worked by agents.
+
+Start with `kanban init`, add cards with `kanban add`, run `kanban dispatch` to work them,
+and watch with `kanban board`. The global options work before or after a command."""
 
 
-@app.callback()
-def root(
-    ctx: typer.Context,
-    db: Annotated[Path | None, typer.Option(
-        "--db", metavar="PATH", show_default=False,
-        help="The database file (default: $KANBAN_DB, else the nearest .kanban/kanban.db "
-             "above the current directory, else the user data directory).")] = None,
-) -> None:
-    """A SQLite-backed kanban board whose cards are worked by agents."""
-    ctx.obj = CliState(db_arg=str(db) if db is not None else None)
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        output.out(f"kanban {__version__}")
+        ctx.exit(0)
+
+
+class RootGroup(click.Group):
+    """The root: commands come from the static table and load on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module, _, attr = entry.target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+    def resolve_command(self, ctx: click.Context, args: list[str],
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            close = difflib.get_close_matches(name, COMMANDS, n=1)
+            hint = f"; did you mean `kanban {close[0]}`?" if close else ""
+            raise click.UsageError(f"no command {name!r}{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, entry.help) for name, entry in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        output.reset()
+        extra.setdefault("obj", CliState())
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> NoReturn:
+        """Run, then exit: errors are one stderr line; Ctrl-C exits 130."""
+        try:
+            code = super().main(args, prog_name or "kanban", complete_var,
+                                standalone_mode=False, **extra)
+            sys.stdout.flush()
+        except (KeyboardInterrupt, click.Abort):  # click has ended the line already
+            code = EXIT_INTERRUPTED
+        except BrokenPipeError:
+            _silence_stdout()
+            code = EXIT_BROKEN_PIPE
+        except Exception as exc:
+            code = exit_code_for(exc)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _silence_stdout() -> None:
+    """After the reader closed the pipe: make the interpreter's final flush harmless."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+@click.group(cls=RootGroup, name="kanban", help=HELP, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Print the version and exit.")
+@click.pass_context
+def app(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is None:
-        output.say(ctx.get_help())
+        output.out(ctx.get_help())
 
 
-@app.command()
-def init(ctx: typer.Context) -> None:
-    """Create .kanban/kanban.db here (or at --db / $KANBAN_DB) with a 'default' board."""
-    location = init_location(ctx)
-    existed = not location.is_postgres and location.path.exists()
-    db = open_database(location, create=True)
-    try:
-        Kanban(db).ensure_board(DEFAULT_BOARD)
-    finally:
-        db.dispose()
-    where = location.target
-    output.say(f"kanban database {'already at' if existed else 'created at'} {where}")
-
-
-app.command("add")(cards.add)
-app.command("board")(boards.board)
-app.command("list")(cards.list_cards)
-app.command("show")(cards.show)
-app.command("log")(cards.log)
-app.command("comment")(cards.comment)
-app.command("link")(cards.link)
-app.command("unlink")(cards.unlink)
-app.command("block")(cards.block)
-app.command("unblock")(cards.unblock)
-app.command("complete")(cards.complete)
-app.command("cancel")(cards.cancel)
-app.command("retry")(cards.retry)
-app.command("archive")(cards.archive)
-app.command("pause")(boards.pause)
-app.command("resume")(boards.resume)
-app.command("status")(boards.status)
-app.command("dispatch")(runtime.dispatch)
-app.command("workers")(runtime.workers)
-app.command("run")(lead.run)
-app.add_typer(boards.boards_app, name="boards")
-app.add_typer(cron.cron_app, name="cron")
+app.params.extend(global_params())
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The console script: run the app; every error is one stderr line and an exit code."""
-    command = typer.main.get_command(app)
-    try:
-        command.main(args=argv, prog_name="kanban")
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as exc:  # raised outside a command, e.g. while building the app
-        sys.exit(exit_code_for(exc))
+    """The console script."""
+    app.main(args=argv, prog_name="kanban")
 
 
 if __name__ == "__main__":

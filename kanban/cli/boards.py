@@ -1,105 +1,117 @@
-"""Board commands: the board view, `boards list|create`, pause, resume and status."""
+"""Board commands: the board view, `boards list|create`, pause and resume."""
 
-# No `from __future__ import annotations`: Typer reads these signatures at start-up and
-# evaluating string annotations triples the cost of building the command tree.
+from __future__ import annotations
 
-import contextlib
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
-from rich.console import RenderableType
+import click
 
-from kanban.cli import details, output, reads, views
-from kanban.cli.context import DEFAULT_BOARD, open_kanban
-from kanban.cli.params import Board, Json
+from kanban.cli import output
+from kanban.cli.base import board_filter, board_of, command, group, json_option, open_kanban
 
-boards_app = typer.Typer(help="List and create boards.", no_args_is_help=False)
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
-@boards_app.callback(invoke_without_command=True)
-def boards_group(ctx: typer.Context) -> None:
-    """List and create boards."""
-    if ctx.invoked_subcommand is None:
-        ctx.invoke(list_boards, ctx=ctx)
+@command()
+@click.option("--per-column", type=click.IntRange(1, 500), default=10, show_default=True,
+              help="Cards shown per column.")
+@click.option("--watch", "-w", is_flag=True,
+              help="Redraw whenever the board changes (Ctrl-C to stop).")
+@click.option("--interval", type=click.FloatRange(0.05, 60.0), default=0.2, show_default=True,
+              help="Seconds between change checks with --watch.")
+@json_option
+@click.pass_context
+def board(ctx: click.Context, per_column: int, watch: bool, interval: float,
+          as_json: bool) -> None:
+    """Show the board: a column per state with counts, pause state and dispatchers.
 
-
-@boards_app.command("list")
-def list_boards(ctx: typer.Context, as_json: Json = False) -> None:
-    """List boards with their card counts and pause state."""
-    boards = open_kanban(ctx).boards()
-    if as_json:
-        output.print_json({"boards": boards})
-        return
-    for b in boards:
-        paused = "  (spawning paused)" if b["paused"] else ""
-        output.say(f"{b['name']}  {b['cards']} card{'s' if b['cards'] != 1 else ''}{paused}")
-
-
-@boards_app.command("create")
-def create_board(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Letters, digits, '.', '_' or '-'; up to 64.",
-                                        show_default=False)],
-) -> None:
-    """Create a board (boards isolate workers from each other)."""
-    created = open_kanban(ctx).create_board(name)
-    output.say(f"board {name!r} {'created' if created else 'already exists'}")
-
-
-def board(
-    ctx: typer.Context,
-    board: Board = DEFAULT_BOARD,
-    per_column: Annotated[int, typer.Option(
-        min=1, max=500, help="Cards shown per column.")] = 10,
-    watch: Annotated[bool, typer.Option(
-        "--watch", "-w", help="Redraw whenever the board changes (Ctrl-C to stop).")] = False,
-    interval: Annotated[float, typer.Option(
-        min=0.05, max=60.0, help="Seconds between change checks with --watch.")] = 0.2,
-    as_json: Json = False,
-) -> None:
-    """Show the board: a column per state with counts, pause state and dispatcher."""
+    On a terminal the states are side by side; piped, each state is a block of plain
+    lines (`state count`, then one line per card) with whole titles.
+    """
     kanban = open_kanban(ctx)
+    name = board_of(ctx)
+    if as_json:
+        output.print_json(kanban.board_snapshot(name, per_column=per_column).to_json())
+        return
+    if not watch and not output.is_terminal():
+        from kanban.cli.board_text import board_lines
+
+        output.out_lines(board_lines(kanban.board_snapshot(name, per_column=per_column)))
+        return
+    from rich.console import Console
+
+    from kanban.cli.views import render_board
 
     def render() -> RenderableType:
-        return views.render_board(kanban.board_snapshot(board, per_column=per_column))
+        return render_board(kanban.board_snapshot(name, per_column=per_column))
 
-    if as_json:
-        output.print_json(kanban.board_snapshot(board, per_column=per_column).to_json())
-    elif watch:
+    console = Console(highlight=False)
+    if watch:
         from kanban.cli.watch import watch as watch_loop
 
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
-            watch_loop(kanban.db, render, console=output.console(), interval=interval)
+        watch_loop(kanban.db, render, console=console, interval=interval)  # Ctrl-C: exit 130
     else:
-        output.console().print(render())
+        console.print(render())
 
 
-def status(
-    ctx: typer.Context,
-    board: Annotated[str | None, typer.Option(
-        "--board", "-b", help="Count one board only (default: all boards).",
-        show_default=False)] = None,
-    as_json: Json = False,
-) -> None:
-    """Show cards per state, the pause state and the live dispatchers."""
-    summary = reads.status(open_kanban(ctx), board)
+@group(invoke_without_command=True)
+@json_option
+@click.pass_context
+def boards(ctx: click.Context, as_json: bool) -> None:
+    """List and create boards.
+
+    Without a subcommand, lists them (--json as for `boards list`).
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(list_boards, as_json=as_json)
+
+
+@boards.command("list")
+@json_option
+@click.pass_context
+def list_boards(ctx: click.Context, as_json: bool = False) -> None:
+    """List boards with their card counts and pause state."""
+    found = open_kanban(ctx).boards()
     if as_json:
-        output.print_json(summary.to_json())
-    else:
-        output.console().print(details.status_view(summary))
+        output.print_json({"boards": found})
+        return
+    for b in found:
+        paused = "  (spawning paused)" if b["paused"] else ""
+        output.out(f"{b['name']}  {output.plural(int(str(b['cards'])), 'card')}{paused}")
 
 
-PauseBoard = Annotated[str | None, typer.Option(
-    "--board", "-b", help="Only this board (default: every board).", show_default=False)]
+@boards.command("create")
+@click.argument("name")
+@click.pass_context
+def create_board(ctx: click.Context, name: str) -> None:
+    """Create a board (boards isolate workers from each other).
+
+    NAME: letters, digits, '.', '_' or '-'; up to 64.
+    """
+    created = open_kanban(ctx).create_board(name)
+    output.out(f"board {name!r} {'created' if created else 'already exists'}")
 
 
-def pause(ctx: typer.Context, board: PauseBoard = None) -> None:
-    """Stop dispatchers from claiming cards; running cards go on."""
-    open_kanban(ctx).set_paused(True, board=board)
-    output.say(f"spawning paused {'on board ' + repr(board) if board else 'globally'}")
+@command()
+@click.pass_context
+def pause(ctx: click.Context) -> None:
+    """Stop dispatchers from claiming cards; running cards go on.
+
+    Globally, or with --board for one board.
+    """
+    name = board_filter(ctx)
+    open_kanban(ctx).set_paused(True, board=name)
+    output.out(f"spawning paused {'on board ' + repr(name) if name else 'globally'}")
 
 
-def resume(ctx: typer.Context, board: PauseBoard = None) -> None:
-    """Let dispatchers claim cards again."""
-    open_kanban(ctx).set_paused(False, board=board)
-    output.say(f"spawning resumed {'on board ' + repr(board) if board else 'globally'}")
+@command()
+@click.pass_context
+def resume(ctx: click.Context) -> None:
+    """Let dispatchers claim cards again.
+
+    Globally, or with --board for one board.
+    """
+    name = board_filter(ctx)
+    open_kanban(ctx).set_paused(False, board=name)
+    output.out(f"spawning resumed {'on board ' + repr(name) if name else 'globally'}")

@@ -1,164 +1,227 @@
 """Card commands: each parses, makes one library call, and prints the result."""
 
-# No `from __future__ import annotations`: Typer reads these signatures at start-up and
-# evaluating string annotations triples the cost of building the command tree.
+from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
 
-import typer
+import click
 
-from kanban.cards import NewCard
-from kanban.cli import details, output, reads
-from kanban.cli.context import DEFAULT_BOARD, config_of, open_kanban
-from kanban.cli.params import Board, CardId, DependsOnId, Json, parse_card_id
-from kanban.records import CardRecord
-from kanban.states import CardStatus
+from kanban.cli import output
+from kanban.cli.base import (
+    board_filter,
+    board_of,
+    command,
+    config_of,
+    json_option,
+    open_kanban,
+    require_skills,
+)
+from kanban.cli.params import CARD_ID, card_id_argument, complete_profiles
+from kanban.validation import MAX_ATTEMPTS_RANGE, TIMEOUT_RANGE
+
+profile_option = click.option("--profile", shell_complete=complete_profiles, metavar="NAME",
+                              help="The agent profile from config.toml.")
 
 
-def add(
-    ctx: typer.Context,
-    title: Annotated[str, typer.Argument(help="One line saying what the card is for.",
-                                         show_default=False)],
-    goal: Annotated[str, typer.Option(help="What done looks like, for the agent.")] = "",
-    context: Annotated[str, typer.Option(help="Background the agent needs.")] = "",
-    priority: Annotated[int, typer.Option(help="Higher is claimed first.")] = 0,
-    depends_on: Annotated[list[int] | None, typer.Option(
-        "--depends-on", parser=parse_card_id, metavar="ID", show_default=False,
-        help="A card that must be done first (repeatable).")] = None,
-    profile: Annotated[str, typer.Option(help="The agent profile from config.toml.")] = "default",
-    board: Board = DEFAULT_BOARD,
-    max_attempts: Annotated[int, typer.Option(help="Attempts before the card fails.")] = 3,
-    timeout: Annotated[float | None, typer.Option(
-        help="Seconds a run may take (default: the profile's).", show_default=False)] = None,
-    as_json: Json = False,
-) -> None:
-    """Add a card; it is ready at once unless a dependency is unfinished."""
+@command()
+@click.argument("title")
+@click.option("--goal", default="", help="What done looks like, for the agent.")
+@click.option("--context", default="", help="Background the agent needs.")
+@click.option("--priority", type=int, default=0, show_default=True,
+              help="Higher is claimed first.")
+@click.option("--depends-on", "depends_on", type=CARD_ID, multiple=True, metavar="ID",
+              help="A card that must be done first (repeatable).")
+@click.option("--profile", default="default", show_default=True, metavar="NAME",
+              shell_complete=complete_profiles, help="The agent profile from config.toml.")
+@click.option("--max-attempts", type=int, default=3, show_default=True,
+              help="Attempts before the card fails.")
+@click.option("--timeout", type=float, default=None,
+              help="Seconds a run may take (default: the profile's).")
+@click.option("--key", default=None, metavar="KEY",
+              help="Idempotency key: if an unfinished card of the board has it, that card is "
+                   "returned and nothing is added.")
+@click.option("--at", "at", default=None, metavar="TIME",
+              help="Schedule it: not started before TIME (2025-06-01T09:00, with an offset "
+                   "such as +02:00, or 17:30 for the next 17:30; local time).")
+@click.option("--in", "within", default=None, metavar="DURATION",
+              help="Schedule it DURATION from now (90s, 15m, 2h, 1d).")
+@click.option("--skill", "skills", multiple=True, metavar="NAME",
+              help="A skill the worker gets (repeatable; see `kanban skills`).")
+@click.option("--workspace", metavar="SPEC",
+              help="Where the worker works: scratch (a folder of its own), dir:PATH (an "
+                   "existing folder), worktree (a git branch kanban/ID) or parent (default: "
+                   "the profile's, else scratch).")
+@click.option("--toolsets", metavar="NAMES",
+              help="Comma-separated toolsets, e.g. kanban,file,terminal (default: the "
+                   "profile's).")
+@json_option
+@click.pass_context
+def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
+        depends_on: tuple[int, ...], profile: str, max_attempts: int, timeout: float | None,
+        key: str | None, at: str | None, within: str | None, skills: tuple[str, ...],
+        workspace: str | None, toolsets: str | None, as_json: bool) -> None:
+    """Add a card; it is ready at once unless a dependency is unfinished.
+
+    TITLE is one line saying what the card is for. Prints the new card's id (with --key,
+    the id of the unfinished card holding the key). With --at or --in the card waits in
+    `scheduled` until then.
+    """
+    from pathlib import Path
+
+    from kanban.cards import NewCard
+    from kanban.toolsets import check, parse_list
+    from kanban.workspaces import normalise_spec
+
     kanban = open_kanban(ctx)
-    config_of(ctx).profile(profile)  # an unknown profile fails now, not at dispatch
-    card = kanban.add_card(NewCard(
-        title=title, goal=goal, context=context, board=board, priority=priority,
-        profile=profile, depends_on=tuple(depends_on or ()), max_attempts=max_attempts,
-        timeout_s=timeout))
+    config = config_of(ctx)
+    chosen = config.profile(profile)  # an unknown profile fails now, not at dispatch
+    require_skills(ctx, [*chosen.skills, *skills])  # so does an unknown skill
+    check(chosen.toolsets, config, f"profile {profile!r}")  # and an unknown toolset
+    names = parse_list(toolsets)
+    if names is not None:
+        check(names, config, "--toolsets")
+    if workspace is not None:
+        spec = normalise_spec(workspace, base=Path.cwd(), has_parent=False)
+    else:  # a relative dir: in config.toml starts at its folder
+        home = config.path.parent if config.path else Path.cwd()
+        spec = normalise_spec(chosen.workspace, base=home, has_parent=False)
+    added = kanban.add(NewCard(
+        title=title, goal=goal, context=context, board=board_of(ctx), priority=priority,
+        profile=profile, depends_on=depends_on, max_attempts=max_attempts, timeout_s=timeout,
+        key=key, run_at=scheduled_time(ctx, at, within, kanban.clock()), skills=skills,
+        workspace=spec, toolsets=",".join(names) if names is not None else None))
+    card = added.card
     if as_json:
-        output.print_json(card.to_json())
-    else:
-        output.say(f"#{card.id}")
+        output.print_json({**card.to_json(), "created": added.created})
+        return
+    output.out(f"#{card.id}")
+    if not added.created:
+        output.note(f"#{card.id} already holds key {key!r} ({card.status}); nothing added")
+    elif card.status == "scheduled":
+        output.note(f"#{card.id} is scheduled for {output.when(card.run_after)}")
 
 
-def list_cards(
-    ctx: typer.Context,
-    status: Annotated[list[CardStatus] | None, typer.Option(
-        "--status", "-s", help="Only cards in this state (repeatable).", case_sensitive=False,
-        show_default=False)] = None,
-    board: Board = DEFAULT_BOARD,
-    include_archived: Annotated[bool, typer.Option(
-        "--all", help="Include archived cards.")] = False,
-    limit: Annotated[int | None, typer.Option(
-        min=1, help="Show at most this many cards.", show_default=False)] = None,
-    as_json: Json = False,
-) -> None:
-    """List the cards of a board, oldest first."""
-    cards = open_kanban(ctx).list_cards(board=board, statuses=[str(s) for s in status or ()],
-                                        include_archived=include_archived, limit=limit)
-    if as_json:
-        output.print_json({"cards": [c.to_json() for c in cards]})
-    else:
-        output.console().print(details.card_table(cards))
+def scheduled_time(ctx: click.Context, at: str | None, within: str | None,
+                   now: datetime) -> datetime | None:
+    """--at or --in as a time (never both)."""
+    from kanban.when import due_at, due_in
+
+    if at is not None and within is not None:
+        raise click.UsageError("give --at or --in, not both", ctx)
+    if at is not None:
+        return due_at(at, now)
+    return due_in(within, now) if within is not None else None
 
 
-def show(ctx: typer.Context, card_id: CardId, as_json: Json = False) -> None:
-    """Show one card: goal, result, dependencies, children, comments, runs and history."""
+@command()
+@card_id_argument()
+@click.option("--title", help="A new title (one line).")
+@click.option("--goal", help="A new goal.")
+@click.option("--context", help="New background.")
+@click.option("--priority", type=int, help="A new priority (higher is claimed first).")
+@profile_option
+@click.option("--max-attempts", type=click.IntRange(*MAX_ATTEMPTS_RANGE),
+              help="Attempts before the card fails.")
+@click.option("--timeout", type=click.FloatRange(*TIMEOUT_RANGE), help="Seconds a run may take.")
+@json_option
+@click.pass_context
+def edit(ctx: click.Context, card_id: int, title: str | None, goal: str | None,
+         context: str | None, priority: int | None, profile: str | None,
+         max_attempts: int | None, timeout: float | None, as_json: bool) -> None:
+    """Change an unfinished card's title, goal, context, priority or limits.
+
+    Only the options given change; the card's history records what changed. A running
+    card keeps its worker; the next attempt sees the new values.
+    """
+    from kanban.edits import CardEdit
+
+    change = CardEdit(title=title, goal=goal, context=context, priority=priority,
+                      profile=profile, max_attempts=max_attempts, timeout_s=timeout)
+    if not change.given():
+        raise click.UsageError("nothing to change: give --title, --goal, --context, "
+                               "--priority, --profile, --max-attempts or --timeout", ctx)
     kanban = open_kanban(ctx)
-    detail = kanban.detail(card_id)
+    if profile is not None:
+        config_of(ctx).profile(profile)
+    card, changed = kanban.edit(card_id, change)
     if as_json:
-        output.print_json(detail.to_json())
+        output.print_json({"card": card.to_json(), "changed": changed})
+    elif changed:
+        output.out(f"#{card.id} edited: {', '.join(changed)}")
     else:
-        tree = reads.child_tree(kanban, detail.children)
-        output.console().print(details.card_view(detail, tree))
+        output.out(f"#{card.id} unchanged (the values given are its current ones)")
 
 
-def log(ctx: typer.Context, card_id: CardId, as_json: Json = False) -> None:
-    """Show the transcript of each run of a card: messages, tool calls and usage."""
-    transcript = reads.transcript(open_kanban(ctx), card_id)
+@command()
+@card_id_argument()
+@json_option
+@click.pass_context
+def show(ctx: click.Context, card_id: int, as_json: bool) -> None:
+    """Show one card: goal, result, dependencies, children, comments, runs and history.
+
+    With --board, refuses a card of another board.
+    """
+    kanban = open_kanban(ctx)
+    detail = kanban.detail(card_id, board=board_filter(ctx))
+    approvals = kanban.approvals(card_id)
     if as_json:
-        output.print_json(transcript.to_json())
-    else:
-        output.console().print(details.transcript_view(transcript))
+        output.print_json({**detail.to_json(), "approvals": [a.to_json() for a in approvals]})
+        return
+    from kanban.cli.plain import card_view
+    from kanban.cli.reads import child_tree
+
+    tree = child_tree(kanban, card_id)
+    output.out_lines(card_view(detail, tree, full=not output.is_terminal(),
+                               approvals=approvals))
 
 
-def comment(
-    ctx: typer.Context,
-    card_id: CardId,
-    body: Annotated[str, typer.Argument(help="The comment text.", show_default=False)],
-) -> None:
-    """Comment on a card; its next run sees the comment."""
+@command()
+@card_id_argument()
+@click.option("--reasoning", is_flag=True, help="Show the model's reasoning (thinking) in full.")
+@json_option
+@click.pass_context
+def log(ctx: click.Context, card_id: int, reasoning: bool, as_json: bool) -> None:
+    """Show the transcript of each run of a card: messages, tool calls, models, usage, cost."""
+    from kanban.cli.reads import transcript
+
+    t = transcript(open_kanban(ctx), card_id)
+    if as_json:
+        output.print_json(t.to_json())
+        return
+    from kanban.cli.plain import transcript_lines
+
+    output.out_lines(transcript_lines(t, reasoning=reasoning))
+
+
+@command()
+@card_id_argument()
+@click.argument("body")
+@click.pass_context
+def comment(ctx: click.Context, card_id: int, body: str) -> None:
+    """Comment on a card; its next run sees it.
+
+    BODY is the comment text.
+    """
     comment_id = open_kanban(ctx).comment(card_id, body)
-    output.say(f"comment {comment_id} added to #{card_id}")
+    output.out(f"comment {comment_id} added to #{card_id}")
 
 
-def link(ctx: typer.Context, card_id: CardId, depends_on_id: DependsOnId) -> None:
-    """Make a card wait for another card of the same board."""
+@command()
+@card_id_argument()
+@card_id_argument("depends_on_id", "DEPENDS_ON_ID")
+@click.pass_context
+def link(ctx: click.Context, card_id: int, depends_on_id: int) -> None:
+    """Make a card wait for another card of its board."""
     created = open_kanban(ctx).link(card_id, depends_on_id)
     verb = "now depends on" if created else "already depends on"
-    output.say(f"#{card_id} {verb} #{depends_on_id}")
+    output.out(f"#{card_id} {verb} #{depends_on_id}")
 
 
-def unlink(ctx: typer.Context, card_id: CardId, depends_on_id: DependsOnId) -> None:
+@command()
+@card_id_argument()
+@card_id_argument("depends_on_id", "DEPENDS_ON_ID")
+@click.pass_context
+def unlink(ctx: click.Context, card_id: int, depends_on_id: int) -> None:
     """Remove a dependency between two cards."""
     open_kanban(ctx).unlink(card_id, depends_on_id)
-    output.say(f"#{card_id} no longer depends on #{depends_on_id}")
-
-
-def _moved(card: CardRecord) -> None:
-    output.say(f"#{card.id} is {card.status}")
-
-
-def block(
-    ctx: typer.Context,
-    card_id: CardId,
-    reason: Annotated[str, typer.Option(help="What a person must do or decide.",
-                                        show_default=False)],
-) -> None:
-    """Block a card until a person unblocks it."""
-    _moved(open_kanban(ctx).block(card_id, reason))
-
-
-def unblock(
-    ctx: typer.Context,
-    card_id: CardId,
-    note: Annotated[str | None, typer.Option(help="A note the next attempt will see.",
-                                             show_default=False)] = None,
-) -> None:
-    """Return a blocked card to the queue."""
-    _moved(open_kanban(ctx).unblock(card_id, note))
-
-
-def complete(
-    ctx: typer.Context,
-    card_id: CardId,
-    summary: Annotated[str, typer.Option(help="The result handed to dependents.",
-                                         show_default=False)],
-) -> None:
-    """Mark a card done by hand; its dependents may become ready."""
-    _moved(open_kanban(ctx).complete(card_id, summary))
-
-
-def cancel(
-    ctx: typer.Context,
-    card_id: CardId,
-    reason: Annotated[str | None, typer.Option(help="Why it is cancelled.",
-                                               show_default=False)] = None,
-) -> None:
-    """Cancel an unfinished card."""
-    _moved(open_kanban(ctx).cancel(card_id, reason=reason))
-
-
-def retry(ctx: typer.Context, card_id: CardId) -> None:
-    """Queue a done, failed or cancelled card again with fresh attempts."""
-    _moved(open_kanban(ctx).retry(card_id))
-
-
-def archive(ctx: typer.Context, card_id: CardId) -> None:
-    """Hide a finished card from the board and lists."""
-    card = open_kanban(ctx).archive(card_id)
-    output.say(f"#{card.id} is archived ({card.status})")
+    output.out(f"#{card_id} no longer depends on #{depends_on_id}")

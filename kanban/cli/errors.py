@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+import sys
 
-import typer
-from typer.core import TyperGroup
+import click
 
-from state.errors import KanbanError
-
-try:  # typer >= 0.2x vendors click and does not re-export ClickException
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older typer on real click
-    from click.exceptions import ClickException  # type: ignore[no-redef]
+from kanban.state.errors import KanbanError
 
 PREFIX = "kanban: error:"
 DEBUG_ENV = "KANBAN_DEBUG"
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (`kanban list --all | head`)
 
 
 def one_line(text: str) -> str:
@@ -26,7 +20,8 @@ def one_line(text: str) -> str:
 
 
 def report(message: str) -> None:
-    typer.echo(f"{PREFIX} {one_line(message)}", err=True)
+    sys.stderr.write(f"{PREFIX} {one_line(message)}\n")
+    sys.stderr.flush()
 
 
 def debugging() -> bool:
@@ -38,7 +33,7 @@ def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, KanbanError):
         report(exc.message)
         return exc.exit_code
-    if isinstance(exc, ClickException):
+    if isinstance(exc, click.ClickException):
         message = exc.format_message()
         ctx = getattr(exc, "ctx", None)
         if ctx is not None and exc.exit_code == 2:
@@ -49,26 +44,3 @@ def exit_code_for(exc: BaseException) -> int:
         raise exc
     report(f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)")
     return 1
-
-
-@contextmanager
-def one_line_errors() -> Iterator[None]:
-    try:
-        yield
-    except (typer.Exit, typer.Abort):
-        raise
-    except Exception as exc:
-        raise typer.Exit(exit_code_for(exc)) from None
-
-
-class KanbanGroup(TyperGroup):
-    """The root group: parse and run subcommands, turning errors into one line each."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
-                     **extra: Any) -> Any:
-        with one_line_errors():
-            return super().make_context(info_name, args, parent=parent, **extra)
-
-    def invoke(self, ctx: Any) -> Any:
-        with one_line_errors():
-            return super().invoke(ctx)

@@ -1,100 +1,200 @@
 """`kanban run GOAL`: a lead agent delegates the goal to the board and answers.
 
-The agent runtime and the dispatcher are imported inside the command so other
-commands start fast.
+The agent runtime, the dispatcher and Rich are imported inside the command so other
+commands start fast. The answer is data (stdout); progress and the final table of
+delegated cards are status (stderr), printed once.
 """
 
-# No `from __future__ import annotations`: Typer reads these signatures at start-up.
+from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Any
 
-import typer
-from rich.live import Live
-from rich.table import Table
+import click
 
 from kanban.cli import output
-from kanban.cli.context import location_of, open_kanban
-from kanban.cli.params import Board
+from kanban.cli.base import board_of, command, config_of, location_of, open_kanban
+from kanban.cli.swarm import create as create_swarm
+from kanban.cli.swarm import (
+    follow_live,
+    parts_option,
+    synthesizer_option,
+    verifier_option,
+    workers_option,
+)
 from kanban.errors import KanbanError
 
+if TYPE_CHECKING:
+    from kanban.children import ChildStatus
+    from kanban.service import Kanban
+    from kanban.state.config import Config
 
-def run(
-    ctx: typer.Context,
-    goal: Annotated[str, typer.Argument(help="What you want done, in plain words.",
-                                        show_default=False)],
-    model: Annotated[Optional[str], typer.Option(  # noqa: UP045 - Typer needs Optional
-        "--model", "-m", help="The lead's model: openai:MODEL, anthropic:MODEL or "
-        "scripted:NAME (default: the lead/default profile; offline without an API key).")
-    ] = None,
-    board: Board = "default",
-    context: Annotated[str, typer.Option(
-        "--context", "-c", help="Background the lead should know.")] = "",
-    max_children: Annotated[Optional[int], typer.Option(  # noqa: UP045 - Typer needs Optional
-        "--max-children", min=1, max=100,
-        help="Tasks per delegate call (default: config.toml, else 3).")] = None,
-    max_concurrent: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        "--max-concurrent", min=1, max=100,
-        help="Children unfinished at once (default: config.toml, else 3).")] = None,
-    child_timeout: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        "--child-timeout", min=1, help="Seconds each child may run (default: config.toml, "
-        "else 600).")] = None,
-) -> None:
-    """Give a goal to a lead agent: it delegates subtasks as cards, waits, and answers.
 
-    Uses a running `kanban dispatch` for the board if there is one; otherwise runs a
-    dispatcher for as long as the command runs. Ctrl-C cancels the lead's children.
+@command()
+@click.argument("goal")
+@click.option("--model", "-m", metavar="SPEC",
+              help="The lead's model: openai:MODEL, anthropic:MODEL or scripted:NAME "
+                   "(default: the lead/default profile; offline without an API key).")
+@click.option("--context", "-c", default="", help="Background the lead should know.")
+@click.option("--max-children", type=click.IntRange(1, 100),
+              help="Tasks per delegate call (default: config.toml, else 3).")
+@click.option("--max-concurrent", type=click.IntRange(1, 100),
+              help="Children unfinished at once (default: config.toml, else 3).")
+@click.option("--child-timeout", type=click.FloatRange(min=1),
+              help="Seconds each child may run (default: config.toml, else 600).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the answer, card ids and token usage as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the answer.")
+@click.option("--swarm", "as_swarm", is_flag=True,
+              help="Run the goal as a swarm instead (see `kanban swarm`): workers, a verifier "
+                   "and a synthesizer, followed live until the answer.")
+@workers_option
+@parts_option
+@verifier_option
+@synthesizer_option
+@click.pass_context
+def run(ctx: click.Context, goal: str, model: str | None, context: str,
+        max_children: int | None, max_concurrent: int | None, child_timeout: float | None,
+        as_json: bool, quiet: bool, as_swarm: bool, workers: int | None,
+        parts: tuple[str, ...], verifier: str, synthesizer: str) -> None:
+    """Give a goal to a lead agent: it delegates subtasks as cards, waits, answers.
+
+    GOAL is what you want done, in plain words; `-` reads it from stdin. Uses a running
+    `kanban dispatch` for the board if there is one; otherwise runs a dispatcher for as
+    long as the command runs. A model that cannot be used (unknown, no API key) is
+    refused before anything is stored. Ctrl-C cancels the lead's children and exits 130.
+    With --swarm, the goal goes to a swarm and its synthesizer's result is the answer.
     """
-    from dispatcher.embedded import dispatcher_for
-    from state.config import load_config
-    from worker.lead import lead_model, run_lead, start_lead
+    from kanban.agent.model import resolve_model
+    from kanban.dispatcher.embedded import dispatcher_for
+    from kanban.skills import load_catalog
+    from kanban.worker.lead import lead_model, run_lead, start_lead
 
+    goal = _read_goal(goal)
+    if as_swarm:
+        made = create_swarm(ctx, goal, workers=workers, parts=parts, verifier=verifier,
+                            synthesizer=synthesizer)
+        follow_live(ctx, made, as_json=as_json, quiet=quiet)
+        return
     kb = open_kanban(ctx)
+    board = board_of(ctx)
     location = location_of(ctx)
-    config = with_limits(load_config(location.home / "config.toml"),
-                         max_children_per_call=max_children,
+    config = with_limits(config_of(ctx), max_children_per_call=max_children,
                          max_concurrent_children=max_concurrent, child_timeout_s=child_timeout)
     spec = lead_model(config, os.environ, model)
+    resolve_model(spec, env=os.environ)  # refuse a bad model or a missing key now
     claim = start_lead(kb, goal=goal, context=context, board=board, model=spec,
                        lease_s=config.limits.lease_s)
-    output.say(f"lead #{claim.card_id} on board {board!r} with {spec}")
-    console = output.console()
-    with dispatcher_for(kb, location, board) as embedded, Live(
-            console=console, refresh_per_second=8, transient=not console.is_terminal) as live:
-        if embedded is None:
-            live.console.print("using the running dispatcher")
+    chatty = not quiet  # notes go to stderr, so --json keeps them
+    if chatty:
+        output.note(f"lead #{claim.card_id} on board {board!r} with {spec}")
+    with dispatcher_for(kb, location, board) as embedded, _Progress(chatty) as progress:
+        if embedded is None and chatty:
+            output.note("using the running dispatcher")
         result = run_lead(kb, claim, config=config, model_spec=spec,
-                          on_progress=lambda statuses: live.update(
-                              children_view(statuses, kb.clock())))
+                          on_progress=progress.update, skills=load_catalog(location.home))
+    children = _final(kb, result.children)
+    if as_json:
+        output.print_json(_json(kb, result, spec, board, children))
+    else:
+        if chatty and children:  # the final state of the delegated cards, printed once
+            output.note("delegated cards:")
+            for line in children_lines(children, kb.clock()):
+                output.note(f"  {line}")
+        if result.answer:
+            output.out(result.answer)
     if result.error:
         raise KanbanError(f"lead #{result.card_id} failed: {result.error}")
-    console.print(children_view(_final(kb, result.children), kb.clock()))
-    console.print(result.answer or "")
 
 
-def with_limits(config, **overrides):  # type: ignore[no-untyped-def]
+def _read_goal(goal: str) -> str:
+    if goal != "-":
+        return goal
+    if output.is_terminal(sys.stdin):
+        output.note("reading the goal from stdin (end with Ctrl-D)")
+    text = sys.stdin.read().strip()
+    if not text:
+        raise click.UsageError("the goal read from stdin is empty")
+    return text
+
+
+def with_limits(config: Config, **overrides: Any) -> Config:
     """The config with the limits given as flags (None: keep config.toml's)."""
-    from dataclasses import replace
-
     given = {k: v for k, v in overrides.items() if v is not None}
     return replace(config, limits=replace(config.limits, **given)) if given else config
 
 
-def _final(kb, ids):  # type: ignore[no-untyped-def]
+def _final(kb: Kanban, ids: Sequence[int]) -> list[ChildStatus]:
     from kanban.children import children_status
 
     with kb.db.read() as conn:
         return children_status(conn, list(ids))
 
 
-def children_view(statuses, now: datetime) -> Table:  # type: ignore[no-untyped-def]
-    """One row per child: state, latest heartbeat note, elapsed time."""
-    table = Table("card", "state", "progress", "elapsed", box=None, title="delegated cards",
-                  title_justify="left")
+def _json(kb: Kanban, result: Any, spec: str, board: str,
+          children: list[ChildStatus]) -> dict[str, Any]:
+    cards = [kb.card(result.card_id), *(kb.card(c.id) for c in children)]
+    usage = {key: sum(getattr(c, key) for c in cards)
+             for key in ("input_tokens", "output_tokens", "cached_tokens")}
+    by_id = {c.id: c for c in cards}
+    return {
+        "card_id": result.card_id, "board": board, "model": spec, "answer": result.answer,
+        "error": result.error, "stop_reason": result.stop_reason,
+        "children": [{"id": c.id, "title": c.title, "status": c.status, "result": c.result,
+                      "error": c.error, "cost": by_id[c.id].cost,
+                      "input_tokens": by_id[c.id].input_tokens,
+                      "output_tokens": by_id[c.id].output_tokens} for c in children],
+        "card_ids": [c.id for c in cards], "usage": usage,
+        "cost": cards[0].cost, "total_cost": sum(c.cost for c in cards),
+    }
+
+
+def children_lines(statuses: Sequence[ChildStatus], now: datetime) -> list[str]:
+    """One line per child: state, what it is doing or its result, elapsed time."""
+    from kanban.activity import describe
+
+    lines = []
     for s in statuses:
         end = s.finished_at or now
         elapsed = f"{(end - s.started_at).total_seconds():.1f}s" if s.started_at else "-"
-        note = s.progress if s.status == "running" else (s.result or s.error or "")
-        table.add_row(f"#{s.id} {s.title[:32]}", s.status, (note or "")[:40], elapsed)
-    return table
+        if s.status == "running":
+            note = describe(s.activity, compact=True) or s.progress or ""
+        else:
+            note = s.result or s.error or ""
+        lines.append(f"#{s.id} {s.status} {elapsed}  {s.title}"
+                     + (f": {output.one_line(note)}" if note else ""))
+    return lines
+
+
+class _Progress:
+    """A live table of the children on a terminal's stderr; nothing when piped."""
+
+    def __init__(self, chatty: bool) -> None:
+        self.live: Any = None
+        self.enabled = chatty and output.is_terminal(sys.stderr)
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(console=Console(stderr=True, highlight=False),
+                             refresh_per_second=8, transient=True)
+            self.live.__enter__()
+        return self
+
+    def update(self, statuses: list[ChildStatus]) -> None:
+        if self.live is not None:
+            from rich.text import Text
+
+            from kanban.state.timeutil import utcnow
+
+            self.live.update(Text("\n".join(children_lines(statuses, utcnow()))))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)

@@ -1,23 +1,111 @@
-"""Printing: JSON for scripts, a Rich console for people."""
+"""Printing: data to stdout, status to stderr; plain lines unless a person is watching.
+
+Nothing here imports Rich: commands whose output is piped never pay for it. Piped
+output is never wrapped or cut; colour only reaches a terminal (and never with NO_COLOR).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
-import typer
-from rich.console import Console
+_ANSI = {"bold": "1", "dim": "2", "italic": "3", "red": "31", "green": "32", "yellow": "33",
+         "blue": "34", "magenta": "35", "cyan": "36", "white": "37"}
+
+
+class Settings:
+    """Per-invocation output settings (set by the root command)."""
+
+    utc = False
+
+
+def reset(*, utc: bool = False) -> None:
+    Settings.utc = utc
+
+
+def out(line: str = "") -> None:
+    """One line of data on stdout."""
+    sys.stdout.write(line + "\n")
+
+
+def out_lines(lines: Iterable[str]) -> None:
+    write = sys.stdout.write
+    for line in lines:
+        write(line + "\n")
+
+
+def note(line: str) -> None:
+    """One line of status on stderr (progress, footers, hints)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def console() -> Console:
-    """A console on the current stdout (resolved per call, so test runners can capture it)."""
-    return Console(highlight=False)
+def is_terminal(stream: Any = None) -> bool:
+    stream = sys.stdout if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
-def say(message: str) -> None:
-    """A plain one-line confirmation."""
-    typer.echo(message)
+def colour_on(stream: Any = None) -> bool:
+    return is_terminal(stream) and not os.environ.get("NO_COLOR") and \
+        os.environ.get("TERM") != "dumb"
+
+
+def paint(text: str, style: str, *, stream: Any = None) -> str:
+    """`text` in `style` ("bold red", "dim"...) when writing to a colour terminal."""
+    if not style or not colour_on(stream):
+        return text
+    codes = ";".join(_ANSI[word] for word in style.split() if word in _ANSI)
+    return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
+
+
+def when(at: datetime | None) -> str:
+    """An absolute time, labelled: local time with its UTC offset, or UTC with --utc."""
+    if at is None:
+        return "-"
+    if Settings.utc:
+        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    local = at.astimezone()
+    offset = local.strftime("%z")
+    return f"{local.strftime('%Y-%m-%d %H:%M:%S')} {offset[:3]}:{offset[3:]}"
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """A compact age: 12s, 3m, 2h, 5d."""
+    if since is None:
+        return "-"
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def until(when_: datetime, now: datetime) -> str:
+    """How long until a time, to the nearest unit (`in 2h`), or `due` once it has passed."""
+    seconds = (when_ - now).total_seconds()
+    if seconds <= 0:
+        return "due"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"in {round(seconds / size)}{unit}"
+    return f"in {max(1, round(seconds))}s"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def one_line(text: str) -> str:
+    """Text that may hold newlines, as one line (runs of whitespace become one space)."""
+    return " ".join(text.split())

@@ -1,34 +1,85 @@
-"""Parameter types shared by several commands."""
+"""Parameter types and options shared by several commands."""
 
-# No `from __future__ import annotations`: Typer reads these signatures at start-up and
-# evaluating string annotations triples the cost of building the command tree.
+from __future__ import annotations
 
-from typing import Annotated
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-import typer
+import click
 
-from kanban.cli.context import BOARD_ENV
 from kanban.validation import MAX_ID
 
 
-def parse_card_id(value: str) -> int:
-    """A card id as typed: `12` or `#12`."""
-    if isinstance(value, int):
-        return value
-    text = value.strip().removeprefix("#")
-    if not text.isdigit():
-        raise typer.BadParameter(f"{value!r} is not a card id (a number such as 12 or #12)")
-    if int(text) > MAX_ID:
-        raise typer.BadParameter(f"{value!r} is too large to be a card id")
-    return int(text)
+class CardIdType(click.ParamType):
+    """A card id as typed: `12` or `#12`; completes to the board's unfinished cards."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().removeprefix("#")
+        if not text.isdigit():
+            self.fail(f"{value!r} is not a card id (a number such as 12 or #12)", param, ctx)
+        if int(text) > MAX_ID:
+            self.fail(f"{value!r} is too large to be a card id", param, ctx)
+        return int(text)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[Any]:
+        from kanban.cli.completion import card_ids
+
+        return card_ids(ctx, incomplete)
 
 
-CardId = Annotated[int, typer.Argument(
-    help="The card's id (12 or #12).", parser=parse_card_id, metavar="ID", show_default=False)]
-DependsOnId = Annotated[int, typer.Argument(
-    help="The id of the card it depends on.", parser=parse_card_id, metavar="DEPENDS_ON_ID",
-    show_default=False)]
-Board = Annotated[str, typer.Option(
-    "--board", "-b", envvar=BOARD_ENV, show_envvar=True,
-    help="The board to work on.")]
-Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+CARD_ID = CardIdType()
+
+
+def card_id_argument(name: str = "card_id", metavar: str = "ID") -> Any:
+    return click.argument(name, type=CARD_ID, metavar=metavar)
+
+
+def complete_profiles(ctx: click.Context, param: click.Parameter,
+                      incomplete: str) -> list[Any]:
+    from kanban.cli.completion import profiles
+
+    return profiles(ctx, incomplete)
+
+
+def complete_cron_jobs(ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[Any]:
+    from kanban.cli.completion import cron_jobs
+
+    return cron_jobs(ctx, incomplete)
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class SinceType(click.ParamType):
+    """A point in time: a duration back from now (`30m`, `2h`, `3d`) or an ISO time
+    (local time unless it carries an offset)."""
+
+    name = "since"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        text = str(value).strip()
+        match = _DURATION.match(text)
+        if match:
+            seconds = float(match.group(1)) * _UNIT[match.group(2)]
+            return datetime.now(UTC) - timedelta(seconds=seconds)
+        try:
+            at = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither a duration (30m, 2h, 3d) nor an ISO time "
+                      "(2025-07-01 or 2025-07-01T09:00)", param, ctx)
+        return (at if at.tzinfo else at.astimezone()).astimezone(UTC)
+
+
+SINCE = SinceType()

@@ -1,6 +1,8 @@
 """Read models the CLI needs that `Kanban` does not offer as one call.
 
-Each is a single read transaction over library functions; no SQL lives here.
+Each is a single read transaction over library functions; no SQL lives here. The
+library modules load inside the function that needs them (`show` needs none of them).
+`Transcript` and `ChildNode` are kanban.readmodels' (the web board shares those plans).
 """
 
 from __future__ import annotations
@@ -8,16 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kanban.cards import get_card
-from kanban.claims import run_transcript
-from kanban.control import DispatcherInfo, live_dispatchers, pause_state
 from kanban.errors import BoardNotFound
-from kanban.queries import live_workers, status_counts
-from kanban.records import CardRecord, MessageRecord, RunRecord
 
 if TYPE_CHECKING:
-    from kanban.cron_jobs import UpcomingFire
+    from kanban.control import DispatcherInfo
+    from kanban.cron.manage import UpcomingFire
+    from kanban.queries import LiveWorker
+    from kanban.readmodels import ChildNode, Transcript
     from kanban.service import Kanban
+    from kanban.state.paths import DbLocation
 
 
 def dispatcher_json(d: DispatcherInfo) -> dict[str, Any]:
@@ -27,90 +28,75 @@ def dispatcher_json(d: DispatcherInfo) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Status:
-    """`kanban status`: counts per state, pause flags and live dispatchers."""
+    """`kanban status`: where things are, counts per state, pause flags, who is working."""
 
+    version: str
+    database: str
+    database_source: str  # flag | env | project | user
+    config: str
+    config_exists: bool
     board: str | None
     counts: dict[str, int]
     paused_globally: bool
     paused_boards: list[str]
     dispatchers: list[DispatcherInfo]
-    workers: int
+    workers: list[LiveWorker]
     next_fires: list[UpcomingFire]
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "version": self.version, "database": self.database,
+            "database_source": self.database_source, "config": self.config,
+            "config_exists": self.config_exists,
             "board": self.board, "counts": self.counts, "total": sum(self.counts.values()),
             "paused_globally": self.paused_globally, "paused_boards": self.paused_boards,
             "dispatchers": [dispatcher_json(d) for d in self.dispatchers],
-            "workers": self.workers,
+            "workers": len(self.workers),
             "next_fires": [f.to_json() for f in self.next_fires],
         }
 
 
-def status(kanban: Kanban, board: str | None = None) -> Status:
+def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
+    from kanban import __version__
+    from kanban.control import live_dispatchers, pause_state
+    from kanban.queries import live_workers, status_counts
+
     boards = kanban.boards()
     if board is not None and board not in {b["name"] for b in boards}:
         raise BoardNotFound(board)
+    config = location.home / "config.toml"
     with kanban.db.read() as conn:
         return Status(
+            version=__version__, database=kanban.db.display, database_source=location.source,
+            config=str(config), config_exists=config.exists(),
             board=board,
             counts=status_counts(conn, board),
             paused_globally=pause_state(conn, None).global_paused,
             paused_boards=[str(b["name"]) for b in boards if b["paused"]],
             dispatchers=live_dispatchers(conn, kanban.clock()),
-            workers=len(live_workers(conn, board=board)),
+            workers=live_workers(conn, board=board),
             next_fires=_next_fires(kanban, board),
         )
 
 
 def _next_fires(kanban: Kanban, board: str | None) -> list[UpcomingFire]:
-    from kanban.cron_jobs import next_fires  # here: cron's imports cost every command
+    from kanban.cron.service import next_fires  # here: cron's imports cost every command
 
     return next_fires(kanban.db, kanban.clock(), board=board)
 
 
-@dataclass(frozen=True)
-class Transcript:
-    """`kanban log`: every run of one card with its messages."""
-
-    card: CardRecord
-    runs: list[tuple[RunRecord, list[MessageRecord]]]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "card_id": self.card.id,
-            "runs": [{**run.to_json(), "messages": [m.to_json() for m in messages]}
-                     for run, messages in self.runs],
-        }
-
-
 def transcript(kanban: Kanban, card_id: int) -> Transcript:
+    from kanban.readmodels import transcript_plan
+    from kanban.state.plans import run_plan
+
     with kanban.db.read() as conn:
-        return Transcript(get_card(conn, card_id), run_transcript(conn, card_id))
+        return run_plan(conn, transcript_plan(card_id))
 
 
-@dataclass(frozen=True)
-class ChildNode:
-    card: CardRecord
-    children: list[ChildNode]
+def child_tree(kanban: Kanban, card_id: int) -> list[ChildNode]:
+    """A card's children and their descendants, bounded in depth and total cards."""
+    from kanban.readmodels import child_tree_plan
+    from kanban.state.plans import run_plan
 
-
-def child_tree(kanban: Kanban, children: tuple[CardRecord, ...], *, depth: int = 4,
-               budget: int = 50) -> list[ChildNode]:
-    """Children and their descendants, bounded in depth and total cards."""
-    nodes: list[ChildNode] = []
-    for child in children:
-        if budget <= 0:
-            break
-        budget -= 1
-        grandchildren: list[ChildNode] = []
-        if depth > 1:
-            grandchildren = child_tree(kanban, kanban.detail(child.id).children,
-                                       depth=depth - 1, budget=budget)
-            budget -= _size(grandchildren)
-        nodes.append(ChildNode(child, grandchildren))
-    return nodes
-
-
-def _size(nodes: list[ChildNode]) -> int:
-    return sum(1 + _size(n.children) for n in nodes)
+    with kanban.db.read() as conn:
+        return run_plan(conn, child_tree_plan(card_id))

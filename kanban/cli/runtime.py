@@ -3,75 +3,91 @@
 The dispatcher is imported inside the command so other commands start fast.
 """
 
-# No `from __future__ import annotations`: Typer reads these signatures at start-up.
+from __future__ import annotations
 
-from typing import Annotated, Optional
+import signal
+import sys
 
-import typer
+import click
 
 from kanban.cli import output
-from kanban.cli.context import location_of, open_kanban
-from kanban.cli.params import Json
+from kanban.cli.base import (
+    board_filter,
+    command,
+    config_of,
+    json_option,
+    location_of,
+    open_kanban,
+)
+from kanban.cli.errors import EXIT_INTERRUPTED
 
 
-def dispatch(
-    ctx: typer.Context,
-    max_workers: Annotated[int, typer.Option(
-        "--max-workers", "-w", min=0, max=1024,
-        help="Workers at once (0: config.toml, else from cores and memory).")] = 0,
-    board: Annotated[Optional[str], typer.Option(  # noqa: UP045 - Typer needs Optional
-        "--board", "-b", help="Only claim cards of this board (default: every board).")] = None,
-    once: Annotated[bool, typer.Option(
-        "--once", help="One pass: claim what is ready, wait for those workers, exit.")] = False,
-    cold: Annotated[bool, typer.Option(
-        "--cold", help="Start each worker as a fresh interpreter instead of forking a warm "
-        "parent (slower; for comparison).")] = False,
-    drain_timeout: Annotated[float, typer.Option(
-        "--drain-timeout", min=0, help="On Ctrl-C, seconds to let running workers finish "
-        "before handing their cards back.")] = 30.0,
-) -> None:
-    """Run a dispatcher in the foreground: claim ready cards and run their workers.
+@command()
+@click.option("--max-workers", "-w", type=click.IntRange(0, 1024), default=0,
+              help="Workers at once (0: config.toml, else from cores and memory).")
+@click.option("--once", is_flag=True,
+              help="One pass: claim what is ready, wait for those workers, exit.")
+@click.option("--cold", is_flag=True, help="Start each worker as a fresh interpreter instead "
+              "of forking a warm parent (slower; for comparison).")
+@click.option("--drain-timeout", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="On a stop signal, seconds to let running workers finish before their "
+                   "cards are handed back (no attempt spent; a second signal: at once).")
+@click.option("--verbose", "-v", "verbosity", flag_value=2,
+              help="Also log wake-ups, ticks and each step of a card.")
+@click.option("--quiet", "-q", "verbosity", flag_value=0,
+              help="Log only warnings and errors (no line per card).")
+@click.option("--log-file", type=click.Path(dir_okay=False, writable=True), metavar="PATH",
+              help="Also append the log to this file.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: one JSON object per line.")
+@click.pass_context
+def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
+             drain_timeout: float, verbosity: int | None, log_file: str | None,
+             log_format: str) -> None:
+    """Run a dispatcher in the foreground: claim ready cards and run workers.
 
-    Ctrl-C (or SIGTERM) stops claiming and lets running workers finish; a second one
-    hands their cards back to the queue.
+    Logs one line per card event on stderr (claimed, worker pid, outcome, duration,
+    tokens). With --board it claims only that board's cards. Ctrl-C, SIGTERM or SIGHUP
+    stop claiming and let running workers finish; a second signal hands their cards
+    back. Exits 130 after Ctrl-C (an interrupt), 0 after SIGTERM or SIGHUP (a stop).
     """
-    from dispatcher.loop import DispatchOptions
-    from dispatcher.service import dispatch as run_dispatch
+    from kanban.dispatcher.logs import configure
+    from kanban.dispatcher.options import DispatchOptions
+    from kanban.dispatcher.service import dispatch as run_dispatch
 
     kb = open_kanban(ctx)
-    options = DispatchOptions(max_workers=max_workers, board=board, warm=not cold,
+    config_of(ctx)  # a bad config.toml is one error line before anything starts
+    configure(level=1 if verbosity is None else verbosity, fmt=log_format, path=log_file)
+    options = DispatchOptions(max_workers=max_workers, board=board_filter(ctx), warm=not cold,
                               drain_timeout_s=drain_timeout)
     location = location_of(ctx)
-    output.say(f"dispatching from {location.target} (Ctrl-C to stop)")
-    d = run_dispatch(kb, location, options, once=once, say=output.say)
-    output.say(f"dispatcher {d.id} stopped")
+    output.note(f"dispatching from {kb.db.display} (Ctrl-C to stop)")
+    d = run_dispatch(kb, location, options, once=once, say=output.note)
+    output.note(f"dispatcher {d.id} stopped")
+    if d.stopped_by == signal.SIGINT:
+        sys.exit(EXIT_INTERRUPTED)
 
 
-def workers(
-    ctx: typer.Context,
-    board: Annotated[Optional[str], typer.Option(  # noqa: UP045 - Typer needs Optional
-        "--board", "-b", help="Only this board's workers.")] = None,
-    as_json: Json = False,
-) -> None:
-    """List live workers: pid, card, attempt, heartbeat age and runtime."""
+@command()
+@json_option
+@click.pass_context
+def workers(ctx: click.Context, as_json: bool) -> None:
+    """List live workers: pid, card, attempt, heartbeat age and runtime.
+
+    With --board, only that board's workers.
+    """
     from kanban.queries import live_workers
 
     kb = open_kanban(ctx)
     now = kb.clock()
     with kb.db.read() as conn:
-        rows = live_workers(conn, board=board)
+        rows = live_workers(conn, board=board_filter(ctx))
     if as_json:
         output.print_json({"workers": [w.to_json(now) for w in rows]})
         return
     if not rows:
-        output.say("no live workers")
+        output.note("no live workers")
         return
-    from rich.table import Table
+    from kanban.cli.plain import worker_lines
 
-    table = Table("pid", "card", "attempt", "heartbeat", "runtime", "progress", box=None)
-    for w in rows:
-        data = w.to_json(now)
-        beat = f"{data['heartbeat_age_s']}s ago" if data["heartbeat_age_s"] is not None else "-"
-        table.add_row(str(w.pid or "-"), f"#{w.card_id} {w.title[:30]}", str(w.attempt), beat,
-                      f"{data['runtime_s']}s", (w.progress or "")[:30])
-    output.console().print(table)
+    output.out_lines(worker_lines(rows, now))

@@ -1,37 +1,35 @@
-"""The board view: columns per state, readable at 80 columns."""
+"""The board view on a terminal (Rich): columns per state, readable at 80 columns."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.containers import Lines
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from kanban.activity import describe as describe_activity
+from kanban.cli.output import age, is_terminal, until
+from kanban.cli.plain import STATUS_STYLE
 from kanban.queries import BoardCard, BoardSnapshot
-from state.timeutil import utcnow
+from kanban.state.timeutil import utcnow
 
 MAIN_COLUMNS = ("todo", "ready", "running", "blocked", "done")
-EXTRA_COLUMNS = ("failed", "cancelled")
+EXTRA_COLUMNS = ("scheduled", "failed", "cancelled")
 TITLE_LINES = 2
 FINISHED = frozenset({"done", "failed", "cancelled"})
-STATUS_STYLE = {
-    "todo": "white", "ready": "cyan", "running": "yellow", "blocked": "red",
-    "done": "green", "failed": "bold red", "cancelled": "dim",
-}
+PIPE_WIDTH = 1_000_000  # piped output is never wrapped
 
 
-def age(since: datetime | None, now: datetime) -> str:
-    """A compact age: 12s, 3m, 2h, 5d."""
-    if since is None:
-        return "-"
-    seconds = max(0, int((now - since).total_seconds()))
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+def console() -> Console:
+    """A Rich console on stdout: the terminal's width, or unbounded when piped."""
+    if is_terminal():
+        return Console(highlight=False)
+    return Console(highlight=False, width=PIPE_WIDTH, no_color=True)
 
 
 def cron_name(created_by: str) -> str | None:
@@ -56,6 +54,9 @@ def board_header(snapshot: BoardSnapshot) -> Text:
         if snapshot.pause.global_paused and snapshot.pause.board_paused:
             scope = "global and board"
         header.append(f" · spawning paused ({scope})", "bold red")
+    pending = sum(len(commands) for commands in snapshot.approvals.values())
+    if pending:
+        header.append(f" · {pending} pending approval{'s' if pending != 1 else ''}", "bold red")
     header.append(" · ")
     header.append_text(dispatcher_liveness(snapshot))
     return header
@@ -86,7 +87,7 @@ def _column_cell(snapshot: BoardSnapshot, status: str, now: datetime) -> Rendera
     cards = snapshot.columns.get(status, [])
     lines: list[RenderableType] = []
     for card in cards:
-        lines.extend(card_lines(card, now))
+        lines.extend(card_lines(card, now, snapshot.approvals.get(card.id, ())))
     hidden = snapshot.counts.get(status, 0) - len(cards)
     if hidden > 0:
         lines.append(Text(f"+{hidden} more", "dim italic"))
@@ -116,8 +117,10 @@ class ColumnCell:
         return Measurement(1, options.max_width)
 
 
-def card_lines(card: BoardCard, now: datetime) -> list[RenderableType]:
-    """A card: id and facts, its title in up to two lines, then the heartbeat if running."""
+def card_lines(card: BoardCard, now: datetime,
+               approvals: Sequence[str] = ()) -> list[RenderableType]:
+    """A card: id and facts, its title in up to two lines, then the heartbeat if running
+    or the commands waiting for a person's approval."""
     facts = Text.assemble((f"#{card.id}", "bold"))
     if card.priority:
         facts.append(f" p{card.priority}", "magenta")
@@ -127,11 +130,18 @@ def card_lines(card: BoardCard, now: datetime) -> list[RenderableType]:
     if cron:
         facts.append(f" ⏰ {cron}", "blue")
     lines: list[RenderableType] = [_clip(facts), Clamp(Text(card.title), TITLE_LINES)]
+    if card.status == "scheduled" and card.run_after is not None:
+        lines.append(_clip(Text(f"⏲ {until(card.run_after, now)}", "blue")))
     if card.status == "running":
         beat = Text(f"♥ {age(card.heartbeat_at, now)}", "yellow")
         if card.progress:
             beat.append(" " + " ".join(card.progress.split()), "dim")
         lines.append(_clip(beat))
+        doing = describe_activity(card.activity, compact=True)
+        if doing:
+            lines.append(_clip(Text(f"▸ {doing}", "cyan")))
+    for command in approvals:
+        lines.append(_clip(Text(f"⚠ approve: {' '.join(command.split())}", "bold red")))
     return lines
 
 
@@ -151,7 +161,7 @@ class Clamp:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         wrapped = self.text.wrap(console, options.max_width, overflow="ellipsis")
         if len(wrapped) > self.lines:
-            wrapped = wrapped[: self.lines]
+            wrapped = Lines(wrapped[: self.lines])
             last = wrapped[-1]
             last.rstrip()
             last.append("…")

@@ -10,7 +10,7 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 
 if TYPE_CHECKING:
-    from state.engine import Database
+    from kanban.state.store import Database
 
 AGE_REFRESH_S = 5.0  # ages and heartbeats drift even when nothing is written
 

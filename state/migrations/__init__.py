@@ -7,39 +7,64 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 
-from sqlalchemy import Connection, inspect
+from kanban.state.errors import DatabaseError, SchemaTooNewError
+from kanban.state.store import Conn, Database
+from kanban.state.timeutil import utcnow
 
-from state.engine import Database
-from state.errors import DatabaseError, SchemaTooNewError
-from state.timeutil import utcnow
+# Any number to serialise migrations across processes on PostgreSQL ("kanban" in ASCII).
+_PG_MIGRATION_LOCK = 0x6B616E62616E
 
 
 @dataclass(frozen=True)
 class Migration:
     id: int
     name: str
-    apply: Callable[[Connection], None]
+    apply: Callable[[Conn], None]
 
 
-def _sql_file(stem: str) -> Callable[[Connection], None]:
-    def apply(conn: Connection) -> None:
-        name = f"{stem}.{conn.dialect.name}.sql"
+def sql_file(stem: str) -> Callable[[Conn], None]:
+    """A migration read from `<stem>.<dialect>.sql` beside this module."""
+
+    def apply(conn: Conn) -> None:
+        from importlib import resources  # only when migrating: it costs every start ~5 ms
+
+        name = f"{stem}.{conn.dialect}.sql"
         text = resources.files(__package__).joinpath(name).read_text()
-        for statement in text.split(";\n"):
-            body = "\n".join(
-                line for line in statement.splitlines() if not line.startswith("--")
-            ).strip()
-            if body:
-                conn.exec_driver_sql(body)
+        for body in statements(text):
+            conn.raw.execute(body)  # DDL as written: no parameters to adapt
 
     return apply
 
 
+def statements(text: str) -> list[str]:
+    """A migration file's statements: split at a line ending in `;`, but not inside a
+    dollar-quoted ($$) function body; comment lines dropped."""
+    out: list[str] = []
+    lines: list[str] = []
+    quoted = False
+    for line in text.splitlines():
+        if not quoted and line.lstrip().startswith("--"):
+            continue
+        lines.append(line)
+        quoted ^= line.count("$$") % 2 == 1
+        if not quoted and line.rstrip().endswith(";"):
+            out.append("\n".join(lines).strip().removesuffix(";").strip())
+            lines = []
+    tail = "\n".join(lines).strip()
+    if tail:
+        out.append(tail)
+    return [body for body in out if body]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "initial", _sql_file("0001_initial")),
-    Migration(2, "board_indexes", _sql_file("0002_board_indexes")),
+    Migration(1, "initial", sql_file("0001_initial")),
+    Migration(2, "board_indexes", sql_file("0002_board_indexes")),
+    Migration(3, "cron", sql_file("0003_cron")),
+    Migration(4, "agent_runtime", sql_file("0004_agent_runtime")),
+    Migration(5, "daily", sql_file("0005_daily")),
+    Migration(6, "workspaces_approvals", sql_file("0006_workspaces_approvals")),
+    Migration(7, "instances_and_wakeups", sql_file("0007_instances_and_wakeups")),
 )
 LATEST = MIGRATIONS[-1].id
 
@@ -50,16 +75,16 @@ _CREATE_TRACKING = (
 )
 
 
-def current_version(conn: Connection) -> int | None:
+def current_version(conn: Conn) -> int | None:
     """The newest applied migration, 0 for an empty database, None if not kanban's."""
-    if conn.dialect.name == "sqlite":  # cheaper than an Inspector at every start
-        tables = {row[0] for row in conn.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if conn.dialect == "sqlite":
+        tables = set(conn.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
     else:
-        tables = set(inspect(conn).get_table_names())
+        tables = set(conn.column("SELECT table_name FROM information_schema.tables "
+                                 "WHERE table_schema = current_schema()"))
     if "schema_migration" not in tables:
         return 0 if not tables else None
-    return int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM schema_migration").scalar())
+    return int(conn.scalar("SELECT coalesce(max(id), 0) FROM schema_migration"))
 
 
 def check_version(version: int | None, where: str) -> None:
@@ -73,31 +98,28 @@ def check_version(version: int | None, where: str) -> None:
 
 
 def migrate(db: Database) -> int:
-    """Bring the database to the latest schema; returns how many migrations ran."""
-    where = str(db.path or db.engine.url.render_as_string(hide_password=True))
+    """Bring the database to the latest schema; returns how many migrations ran.
+
+    Concurrent callers serialise on the write lock (SQLite's BEGIN IMMEDIATE, an
+    advisory lock on PostgreSQL) and re-read the version under it.
+    """
     with db.read() as conn:
         version = current_version(conn)
-    check_version(version, where)
+    check_version(version, db.display)
     if version == LATEST:
         return 0
     with db.write() as conn:
-        # Re-read under the write lock: another process may have migrated meanwhile.
+        if conn.dialect == "postgresql":
+            conn.execute("SET LOCAL statement_timeout = 0")  # waiting for another migrator
+            conn.execute("SELECT pg_advisory_xact_lock(:key)", {"key": _PG_MIGRATION_LOCK})
         version = current_version(conn)
-        check_version(version, where)
-        ts = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
-        conn.exec_driver_sql(_CREATE_TRACKING.format(ts=ts))
+        check_version(version, db.display)
+        ts = "TIMESTAMP WITH TIME ZONE" if conn.dialect == "postgresql" else "DATETIME"
+        conn.execute(_CREATE_TRACKING.format(ts=ts))
         pending = [m for m in MIGRATIONS if m.id > (version or 0)]
         for migration in pending:
             migration.apply(conn)
-            conn.exec_driver_sql(
-                "INSERT INTO schema_migration (id, name, applied_at) VALUES (?, ?, ?)"
-                if conn.dialect.name == "sqlite"
-                else "INSERT INTO schema_migration (id, name, applied_at) VALUES (%s, %s, %s)",
-                (migration.id, migration.name, _stamp(conn)),
-            )
+            conn.execute("INSERT INTO schema_migration (id, name, applied_at) "
+                         "VALUES (:id, :name, :at)",
+                         {"id": migration.id, "name": migration.name, "at": utcnow()})
         return len(pending)
-
-
-def _stamp(conn: Connection) -> object:
-    now = utcnow()
-    return now.replace(tzinfo=None).isoformat(sep=" ") if conn.dialect.name == "sqlite" else now

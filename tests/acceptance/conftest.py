@@ -11,7 +11,7 @@ import pytest
 
 from kanban.cards import NewCard
 from kanban.service import Kanban
-from state import DbLocation, open_database
+from kanban.state import DbLocation, open_database
 
 
 @dataclass

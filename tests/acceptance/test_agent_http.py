@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent import (
+from kanban.agent import (
     Limits,
     Message,
     Model,
@@ -26,6 +26,7 @@ from agent import (
     text,
     tool_calls,
 )
+from kanban.tools import Tool, Toolbox
 from tests.support.llm_server import (
     LLMServer,
     Reply,
@@ -41,7 +42,6 @@ from tests.support.llm_server import (
     tool_results,
     unauthorized,
 )
-from tools import Tool, Toolbox
 
 PROVIDERS = ["openai", "anthropic"]
 BASE_DELAY = 0.01
@@ -272,19 +272,18 @@ def test_same_conversation_on_every_adapter(adapter: str, waits: list[float]) ->
 
 def test_importing_agent_does_not_import_the_sdks() -> None:
     code = (
-        "import sys, agent, agent.scripts, tools\n"
+        "import sys, kanban.agent, kanban.agent.scripts, kanban.tools\n"
         "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_preload_imports_the_adapters() -> None:
-    import agent
+    from kanban import agent
 
     agent.preload()
-    assert {"agent.openai_model", "agent.anthropic_model", "openai", "anthropic"} <= set(
-        sys.modules
-    )
+    wanted = {"kanban.agent.openai_model", "kanban.agent.anthropic_model", "openai", "anthropic"}
+    assert wanted <= set(sys.modules)
 
 
 # --- the server's own behaviour, which other suites rely on ------------------------------

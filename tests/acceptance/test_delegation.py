@@ -165,12 +165,12 @@ def test_paused_spawning_answers_the_lead_at_once(board: BoardFiles) -> None:
 
 
 def test_failing_child_is_reported_to_the_lead(board: BoardFiles) -> None:
-    board.configure('[profiles.broken]\nmodel = "nope:model"\n')
+    board.configure('[profiles.broken]\nmodel = "scripted:no-such-script"\n')
     spec = _lead_script(board, [{"title": "will fail", "goal": "g", "profile": "broken"}])
     _run(board, "--model", spec)
     (result,) = _lead_tool_results(board)
     (child,) = json.loads(result)["children"]
-    assert child["status"] == "failed" and "nope" in child["error"]
+    assert child["status"] == "failed" and "no-such-script" in child["error"]
     _nothing_running(board)
 
 
@@ -191,8 +191,10 @@ def test_ctrl_c_cancels_children_and_leaves_the_board_consistent(board: BoardFil
     board.configure(f'[profiles.slow]\nmodel = "{slow}"\n')
     spec = _lead_script(board, [{"title": f"slow {i}", "goal": "g", "profile": "slow"}
                                 for i in range(2)])
+    # A suite started in the background inherits SIGINT ignored; this child must feel Ctrl-C.
     proc = subprocess.Popen([*KANBAN, "--db", str(board.path), "run", GOAL, "--model", spec],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pids = wait_until(lambda: [p for (p,) in query(
         board.path, "SELECT r.pid FROM run r JOIN card c ON c.id = r.card_id AND "
         "c.claim_token = r.claim_token WHERE c.status = 'running' AND c.parent_id IS NOT NULL "

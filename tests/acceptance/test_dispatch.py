@@ -143,7 +143,6 @@ def test_board_pause_only_holds_that_board(board: BoardFiles) -> None:
 
 
 @pytest.mark.parametrize(("model", "message"), [
-    ("nope:some-model", "nope"),
     ("openai:gpt-4o-mini", "OPENAI_API_KEY is not set"),
     ("anthropic:claude-x", "ANTHROPIC_API_KEY is not set"),
     ("scripted:no-such-script", "unknown script"),
@@ -158,6 +157,26 @@ def test_fatal_model_config_fails_at_once_without_retries(board: BoardFiles, mod
     assert (status, attempt) == ("failed", 1)
     assert message in error
     assert query(board.path, "SELECT outcome FROM run WHERE card_id = ?", card) == [("failed",)]
+
+
+def test_a_card_naming_an_unknown_provider_fails_at_once(board: BoardFiles) -> None:
+    card = board.add("doomed", model="nope:some-model", max_attempts=3)
+    kanban(board.path, "dispatch", "--once")
+    status, attempt, error = query(board.path, "SELECT status, attempt, error FROM card "
+                                               "WHERE id = ?", card)[0]
+    assert (status, attempt) == ("failed", 1) and "nope" in error
+
+
+def test_a_config_naming_an_unknown_provider_is_refused_before_dispatching(
+        board: BoardFiles) -> None:
+    board.configure('[profiles.bad]\nmodel = "nope:some-model"\n')
+    card = board.add("waits", max_attempts=3)
+    done = kanban(board.path, "dispatch", "--once", check=False)
+    assert done.returncode == 1
+    assert done.stderr == (f"kanban: error: {board.home / 'config.toml'}: [profiles.bad].model "
+                           "= 'nope:some-model': unknown provider 'nope' (known: openai, "
+                           "openai-responses, anthropic, scripted)\n")
+    assert query(board.path, "SELECT status FROM card WHERE id = ?", card) == [("ready",)]
 
 
 def test_timeout_terminates_worker_and_records_timed_out(board: BoardFiles) -> None:

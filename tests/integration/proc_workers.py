@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from kanban.service import Kanban
-from state.db import open_database
-from state.paths import DbLocation
+from kanban.state.db import open_database
+from kanban.state.paths import DbLocation
 
 GATE_TIMEOUT_S = 60.0
 
@@ -38,10 +38,9 @@ def increment_counter(path: str, gate: str, index: int, times: int) -> int:
         wait_at_gate(Path(gate), index)
         for _ in range(times):
             with db.write() as conn:
-                value = int(conn.exec_driver_sql(
-                    "SELECT value FROM setting WHERE key = 'counter'").scalar_one())
-                conn.exec_driver_sql("UPDATE setting SET value = ? WHERE key = 'counter'",
-                                     (str(value + 1),))
+                value = int(conn.scalar("SELECT value FROM setting WHERE key = 'counter'"))
+                conn.execute("UPDATE setting SET value = ? WHERE key = 'counter'",
+                             (str(value + 1),))
         return times
     finally:
         db.dispose()

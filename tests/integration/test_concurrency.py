@@ -39,14 +39,14 @@ def test_read_then_write_transactions_never_lose_an_update(
     gate.mkdir()
     db = open_sqlite(path)
     with db.write() as conn:
-        conn.exec_driver_sql("INSERT INTO setting (key, value) VALUES ('counter', '0')")
+        conn.execute("INSERT INTO setting (key, value) VALUES ('counter', '0')")
     futures = [pool.submit(increment_counter, str(path), str(gate), i, times)
                for i in range(PROCESSES)]
     open_gate(gate, PROCESSES)
     # Any "database is locked" in a child is re-raised here.
     assert sum(f.result(timeout=GATE_TIMEOUT_S) for f in futures) == PROCESSES * times
     with db.read() as conn:
-        value = conn.exec_driver_sql("SELECT value FROM setting WHERE key = 'counter'").scalar()
+        value = conn.scalar("SELECT value FROM setting WHERE key = 'counter'")
     db.dispose()
     assert int(value) == PROCESSES * times
 

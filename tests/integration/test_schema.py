@@ -10,11 +10,10 @@ import pytest
 from sqlalchemy import Engine, create_engine, inspect
 from sqlmodel import SQLModel
 
-import state.models  # noqa: F401 - registers the tables on SQLModel.metadata
-from state.db import open_database
-from state.engine import postgres_engine
-from state.migrations import LATEST, MIGRATIONS
-from state.paths import DbLocation
+import kanban.state.models  # noqa: F401 - registers the tables on SQLModel.metadata
+from kanban.state.db import open_database
+from kanban.state.migrations import LATEST, MIGRATIONS
+from kanban.state.paths import DbLocation
 
 
 def sqlite_affinity(declared: str) -> str:
@@ -74,6 +73,22 @@ def sqlite_index_sql(engine: Engine) -> dict[str, str]:
         return {name: _clause(sql).replace('"', "") for name, sql in rows}
 
 
+def sqlite_search_sql(engine: Engine) -> dict[str, str]:
+    """Full-text tables and their triggers as SQLite stores them."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' OR "
+            "(type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%')")
+        return {name: _clause(sql) for name, sql in rows}
+
+
+def sa_engine(target: str) -> Engine:
+    """An SQLAlchemy engine over a store's database, for reflection only."""
+    if target.startswith("postgresql://"):
+        return create_engine("postgresql+psycopg://" + target.removeprefix("postgresql://"))
+    return create_engine(f"sqlite:///{target}")
+
+
 def test_migrations_are_numbered_in_order() -> None:
     assert [m.id for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
     assert MIGRATIONS[-1].id == LATEST
@@ -84,30 +99,37 @@ def test_sqlite_migrated_from_empty_equals_the_models(tmp_path: Path) -> None:
     migrated = open_database(DbLocation(str(tmp_path / "migrated.db"), "flag"), create=True)
     declared = create_engine(f"sqlite:///{tmp_path / 'declared.db'}")
     SQLModel.metadata.create_all(declared)
+    reflected = sa_engine(migrated.target)
     try:
-        got, want = schema_of(migrated.engine), schema_of(declared)
+        got, want = schema_of(reflected), schema_of(declared)
         assert got.keys() == want.keys()
         for table in want:
             assert got[table] == want[table], table
-        assert sqlite_index_sql(migrated.engine) == sqlite_index_sql(declared)
+        assert sqlite_index_sql(reflected) == sqlite_index_sql(declared)
+        search = sqlite_search_sql(reflected)
+        assert search == sqlite_search_sql(declared)
+        assert {"card_fts", "comment_fts", "message_fts", "card_fts_update",
+                "message_fts_insert", "comment_fts_delete"} <= search.keys()
         # The comparison is not vacuous: the ready queue is a partial index.
         ready_queue = {i[0]: i for i in got["card"]["indexes"]}["ix_card_ready_queue"]
         assert ready_queue[3] == (("sqlite_where", "status = 'ready'"),)
-        assert "priority desc, id" in sqlite_index_sql(migrated.engine)["ix_card_ready_queue"]
+        assert "priority desc, id" in sqlite_index_sql(reflected)["ix_card_ready_queue"]
     finally:
         migrated.dispose()
         declared.dispose()
+        reflected.dispose()
 
 
 @pytest.mark.postgres
 def test_postgres_migrated_from_empty_equals_the_models(pg_url: str, tmp_path: Path) -> None:
     migrated = open_database(DbLocation(pg_url, "flag"))
+    migrated.dispose()
+    declared = sa_engine(pg_url)
     try:
-        got = schema_of(migrated.engine)
-        with migrated.engine.begin() as conn:  # rebuild the same database from the models
+        got = schema_of(declared)
+        with declared.begin() as conn:  # rebuild the same database from the models
             conn.exec_driver_sql("DROP SCHEMA public CASCADE")
             conn.exec_driver_sql("CREATE SCHEMA public")
-        declared = postgres_engine(pg_url)
         SQLModel.metadata.create_all(declared)
         want = schema_of(declared)
         declared.dispose()
@@ -118,21 +140,20 @@ def test_postgres_migrated_from_empty_equals_the_models(pg_url: str, tmp_path: P
         assert "status" in dict(ready_queue[3])["postgresql_where"]
         assert dict(ready_queue[4]) == {"priority": ("desc",)}
     finally:
-        migrated.dispose()
+        declared.dispose()
 
 
 @pytest.mark.postgres
 def test_postgres_migration_is_idempotent_and_refuses_newer(pg_url: str) -> None:
-    from state.errors import SchemaTooNewError
-    from state.migrations import migrate
+    from kanban.state.errors import SchemaTooNewError
+    from kanban.state.migrations import migrate
 
     db = open_database(DbLocation(pg_url, "flag"))
     try:
         assert migrate(db) == 0
         with db.write() as conn:
-            conn.exec_driver_sql(
-                "INSERT INTO schema_migration (id, name, applied_at) VALUES (%s, 'future', now())",
-                (LATEST + 1,))
+            conn.execute("INSERT INTO schema_migration (id, name, applied_at) "
+                         "VALUES (:id, 'future', now())", {"id": LATEST + 1})
     finally:
         db.dispose()
     with pytest.raises(SchemaTooNewError, match="newer kanban"):
@@ -146,7 +167,7 @@ def test_a_version_one_database_upgrades_in_place_and_keeps_its_cards(tmp_path: 
     old = sqlite3.connect(path, isolation_level=None)
     old.execute("CREATE TABLE schema_migration (id INTEGER NOT NULL PRIMARY KEY, "
                 "name VARCHAR(128) NOT NULL, applied_at DATETIME NOT NULL)")
-    sql = (Path(state.models.__file__).parent / "migrations" / "0001_initial.sqlite.sql")
+    sql = (Path(kanban.state.models.__file__).parent / "migrations" / "0001_initial.sqlite.sql")
     old.executescript(sql.read_text())
     old.execute("INSERT INTO schema_migration VALUES (1, 'initial', '2026-01-01 00:00:00')")
     old.execute("INSERT INTO board VALUES ('default', 0, '2026-01-01 00:00:00.000000')")
@@ -160,10 +181,12 @@ def test_a_version_one_database_upgrades_in_place_and_keeps_its_cards(tmp_path: 
     db = open_database(DbLocation(str(path), "flag"))
     try:
         with db.read() as conn:
-            applied = conn.exec_driver_sql("SELECT id FROM schema_migration ORDER BY id").all()
-            titles = conn.exec_driver_sql("SELECT title FROM card").all()
+            applied = conn.all("SELECT id FROM schema_migration ORDER BY id")
+            titles = conn.all("SELECT title FROM card")
         assert [row[0] for row in applied] == [m.id for m in MIGRATIONS]
         assert titles == [("kept",)]
-        assert "ix_card_board_column" in sqlite_index_sql(db.engine)
+        reflected = sa_engine(db.target)
+        assert "ix_card_board_column" in sqlite_index_sql(reflected)
+        reflected.dispose()
     finally:
         db.dispose()

@@ -1,22 +1,21 @@
-"""Opening databases (refusals, creation, pragmas, BEGIN IMMEDIATE), paths, config, async engine."""
+"""Opening databases (refusals, creation, pragmas, BEGIN IMMEDIATE), paths, config."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import sqlite3
 import stat
 from pathlib import Path
 
 import pytest
-from sqlalchemy.exc import IntegrityError
 
-from state.config import Limits, Profile, load_config
-from state.db import open_database
-from state.engine import BUSY_TIMEOUT_MS, postgres_engine, sqlite_async_engine, sqlite_engine
-from state.errors import ConfigError, DatabaseError, SchemaTooNewError
-from state.migrations import LATEST
-from state.paths import DbLocation, resolve_db
+from kanban.state.config import BUILTIN_PROFILES, Limits, Profile, load_config
+from kanban.state.db import open_database
+from kanban.state.errors import ConfigError, DatabaseError, SchemaTooNewError
+from kanban.state.migrations import LATEST
+from kanban.state.paths import DbLocation, resolve_db
+from kanban.state.postgres import hide_password, normalise_url
+from kanban.state.sqlite import BUSY_TIMEOUT_MS, SQLiteDatabase
 from tests.support.db import open_sqlite
 
 
@@ -35,8 +34,8 @@ def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "kanban.db"
     db = open_sqlite(path)
     with db.write() as conn:
-        conn.exec_driver_sql("INSERT INTO schema_migration (id, name, applied_at) "
-                             "VALUES (?, 'from the future', '2030-01-01 00:00:00')", (LATEST + 1,))
+        conn.execute("INSERT INTO schema_migration (id, name, applied_at) "
+                     "VALUES (?, 'from the future', '2030-01-01 00:00:00')", (LATEST + 1,))
     db.dispose()
     before = digest(path)
     with pytest.raises(SchemaTooNewError, match=rf"newer kanban \(schema {LATEST + 1}, this "
@@ -92,7 +91,7 @@ def test_a_missing_explicit_database_is_refused_and_nothing_created(
     tmp_path: Path, source: str
 ) -> None:
     path = tmp_path / "nested" / "kanban.db"
-    with pytest.raises(DatabaseError, match="no kanban database at .*kanban init"):
+    with pytest.raises(DatabaseError, match="no kanban database at .*`kanban .*init`"):
         open_database(DbLocation(str(path), source))
     assert not path.parent.exists()
 
@@ -106,10 +105,13 @@ def test_create_makes_the_file_private_with_its_folder(tmp_path: Path) -> None:
     assert open_database(flag(path)).dispose() is None  # now it opens without create
 
 
-def test_the_user_wide_default_is_created_on_first_use(tmp_path: Path) -> None:
+def test_the_user_wide_default_is_never_created_silently(tmp_path: Path) -> None:
     location = resolve_db(env={"XDG_DATA_HOME": str(tmp_path / "data")}, cwd=tmp_path)
     assert location.implicit
-    open_database(location).dispose()
+    with pytest.raises(DatabaseError, match="no kanban database found .* run `kanban init`"):
+        open_database(location)
+    assert not location.path.parent.exists()
+    open_database(location, create=True).dispose()
     assert stat.S_IMODE(location.path.stat().st_mode) == 0o600
 
 
@@ -120,8 +122,9 @@ def test_the_user_wide_default_is_created_on_first_use(tmp_path: Path) -> None:
 def test_pragmas_hold_on_every_connection(tmp_path: Path, synchronous: str, level: int) -> None:
     db = open_sqlite(tmp_path / "kanban.db", synchronous=synchronous)
     try:
-        # Several pooled connections at once, each set up by the engine's connect hook.
-        conns = [db.engine.raw_connection() for _ in range(3)]
+        # Several connections at once, each set up by the store's connect().
+        assert isinstance(db, SQLiteDatabase)
+        conns = [db.connect() for _ in range(3)]
         for conn in conns:
             pragmas = {name: conn.cursor().execute(f"PRAGMA {name}").fetchone()[0]
                        for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")}
@@ -130,21 +133,21 @@ def test_pragmas_hold_on_every_connection(tmp_path: Path, synchronous: str, leve
         for conn in conns:
             conn.close()
         with db.read() as conn:
-            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.scalar("PRAGMA foreign_keys") == 1
     finally:
         db.dispose()
 
 
 def test_synchronous_must_be_normal_or_full(tmp_path: Path) -> None:
     with pytest.raises(DatabaseError, match="synchronous must be NORMAL or FULL"):
-        sqlite_engine(tmp_path / "kanban.db", synchronous="OFF")
+        SQLiteDatabase(tmp_path / "kanban.db", synchronous="OFF")
 
 
 def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
     db = open_sqlite(tmp_path / "kanban.db")
     try:
-        with pytest.raises(IntegrityError), db.write() as conn:
-            conn.exec_driver_sql("INSERT INTO comment (card_id, author, body, at) "
+        with pytest.raises(sqlite3.IntegrityError), db.write() as conn:
+            conn.execute("INSERT INTO comment (card_id, author, body, at) "
                                  "VALUES (999, 'user', 'orphan', '2025-01-01 00:00:00')")
     finally:
         db.dispose()
@@ -223,7 +226,8 @@ def write_config(tmp_path: Path, text: str) -> Path:
 
 def test_a_missing_config_gives_the_defaults(tmp_path: Path) -> None:
     config = load_config(tmp_path / "config.toml")
-    assert config.limits == Limits() and config.profile("default") == Profile()
+    assert config.limits == Limits() and config.profile("default") == BUILTIN_PROFILES["default"]
+    assert config.profile("default").toolsets == Profile().toolsets == ("kanban",)
 
 
 def test_a_valid_config_is_parsed(tmp_path: Path) -> None:
@@ -244,7 +248,8 @@ token_budget = 5000
     coder = config.profile("coder")
     assert (coder.name, coder.model, coder.toolsets, coder.timeout_s) == (
         "coder", "scripted:demo", ("kanban", "shell"), 120.0)
-    with pytest.raises(ConfigError, match="unknown profile 'writer' \\(known: coder, default\\)"):
+    known = "bash, coder, default, general, lead"
+    with pytest.raises(ConfigError, match=f"unknown profile 'writer' \\(known: {known}\\)"):
         config.profile("writer")
 
 
@@ -284,57 +289,63 @@ def test_an_unknown_top_level_table_is_refused(tmp_path: Path) -> None:
         load_config(path)
 
 
-# The asyncio engine
+# PostgreSQL URLs
 
 
-def test_async_read_then_write_transactions_serialise(tmp_path: Path) -> None:
-    path = tmp_path / "kanban.db"
-    open_sqlite(path).dispose()
-    tasks, increments = 8, 15
-
-    async def bump(engine: object) -> None:
-        for _ in range(increments):
-            async with engine.connect() as conn, conn.begin():  # type: ignore[attr-defined]
-                result = await conn.exec_driver_sql(
-                    "SELECT value FROM setting WHERE key = 'counter'")
-                value = int(result.scalar_one())
-                await asyncio.sleep(0)  # let the other tasks try to interleave
-                await conn.exec_driver_sql(
-                    "UPDATE setting SET value = ? WHERE key = 'counter'", (str(value + 1),))
-
-    async def main() -> int:
-        engine = sqlite_async_engine(path)
-        try:
-            async with engine.begin() as conn:
-                await conn.exec_driver_sql(
-                    "INSERT INTO setting (key, value) VALUES ('counter', '0')")
-            await asyncio.gather(*(bump(engine) for _ in range(tasks)))
-            async with engine.connect() as conn:
-                result = await conn.exec_driver_sql(
-                    "SELECT value FROM setting WHERE key = 'counter'")
-                return int(result.scalar_one())
-        finally:
-            await engine.dispose()
-
-    assert asyncio.run(main()) == tasks * increments
+def test_postgres_urls_are_normalised_for_libpq() -> None:
+    for url in ("postgres://kanban@db.example/kanban", "postgresql+psycopg://kanban@db.example/kanban"):
+        assert normalise_url(url) == "postgresql://kanban@db.example/kanban"
+    assert resolve_db("postgres://kanban@db.example/kanban", env={}).is_postgres
 
 
-def test_postgresql_urls_get_the_psycopg_driver() -> None:
-    engine = postgres_engine("postgresql://kanban@db.example/kanban")
-    assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
-
-
-def test_postgres_scheme_urls_get_the_psycopg_driver() -> None:
-    location = resolve_db("postgres://kanban@db.example/kanban", env={})
-    assert location.is_postgres
-    engine = postgres_engine(location.target)
-    assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
+def test_passwords_are_hidden_when_a_url_is_shown() -> None:
+    assert hide_password("postgresql://u:s3cret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert hide_password("postgresql://u@h/db") == "postgresql://u@h/db"
 
 
 def test_postgres_fixtures_skip_cleanly_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
     import tests.support.db as support
 
     monkeypatch.setattr(support, "PG_PORT", 1)  # nothing listens there
+    monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="no PostgreSQL server"), \
             support.fresh_postgres_database():
         pytest.fail("a database was created without a server")  # pragma: no cover
+    monkeypatch.setenv("CI", "true")  # in CI a missing server fails the suite instead
+    with pytest.raises(pytest.fail.Exception, match="required when CI=true"), \
+            support.fresh_postgres_database():
+        pytest.fail("a database was created without a server")  # pragma: no cover
+
+
+MORE_BAD_CONFIGS = {
+    "unknown provider": ("[profiles.x]\nmodel = 'gemini:pro'",
+                         r"\[profiles.x\].model = 'gemini:pro': unknown provider 'gemini'"),
+    "spec without provider": ("[profiles.x]\nmodel = 'gpt-4o'",
+                              "'gpt-4o': a model spec looks like openai:MODEL"),
+    "spec without model": ("[profiles.default]\nmodel = 'openai:'", "a model spec looks like"),
+    "lease too long": ("[limits]\nlease_s = 86400",
+                       r"\[limits\].lease_s = 86400 is out of range \(1 to 3600\)"),
+    "no attempts": ("[profiles.x]\nmax_attempts = 0", r"max_attempts = 0 is out of range"),
+    "zero turns": ("[profiles.x]\nmax_turns = 0", "max_turns = 0 is out of range"),
+    "too many workers": ("[limits]\nmax_workers = 100000", "max_workers = 100000 is out"),
+    "base url": ("[profiles.x]\nbase_url = 'localhost:11434'", "must be an http:// or https://"),
+    "no toolsets": ("[profiles.x]\ntoolsets = []", "toolsets is empty"),
+    "bad profile name": ("[profiles.'a b']\nmax_turns = 3", "a profile name is 1-64"),
+}
+
+
+@pytest.mark.parametrize("case", list(MORE_BAD_CONFIGS))
+def test_values_are_validated_when_loaded(tmp_path: Path, case: str) -> None:
+    text, message = MORE_BAD_CONFIGS[case]
+    path = write_config(tmp_path, text)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"{path}: [")
+    assert "\n" not in str(caught.value)
+
+
+def test_config_providers_match_the_agent_runtime() -> None:
+    from kanban.agent.model import PROVIDERS
+    from kanban.state.config import MODEL_PROVIDERS
+
+    assert set(MODEL_PROVIDERS) == set(PROVIDERS)

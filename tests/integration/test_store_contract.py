@@ -12,12 +12,14 @@ from datetime import timedelta
 
 import pytest
 
+from kanban import transitions
 from kanban.cards import NewCard
 from kanban.claims import ClaimFilter, record_usage
 from kanban.errors import DependencyError, LeaseLost
 from kanban.service import Kanban
+from kanban.state.store import Database
 from kanban.states import CardStatus, Outcome
-from state.engine import Database
+from kanban.transitions import Actor
 from tests.support.db import (
     LEASE_S,
     STORES,
@@ -173,3 +175,40 @@ def test_concurrent_claims_never_take_a_card_twice(db: Database, clock: FakeCloc
     assert Counter(claimed) == Counter(ids)
     assert {c.status for c in kb.list_cards()} == {S.RUNNING}
 
+
+
+def test_event_rows_are_the_same_text_on_every_store(kb: Kanban, db: Database) -> None:
+    """The PostgreSQL hot path writes its events in SQL: the same bytes as the portable one."""
+    first = kb.add_card(NewCard("first"))
+    then = kb.add_card(NewCard("then", depends_on=[first.id]))
+    claim = claim_one(kb, first.id)
+    kb.heartbeat(first.id, claim.claim_token, run_id=claim.run_id, lease_s=LEASE_S,
+                 note="half way")
+    done = kb.complete(first.id, "all done", actor=worker(claim))
+    assert done.status == S.DONE and done.result == "all done"
+    with db.read() as conn:
+        rows = conn.all("SELECT card_id, run_id, kind, actor, data FROM event "
+                        "WHERE card_id IS NOT NULL AND kind != 'created' ORDER BY id")
+    assert rows == [
+        (first.id, claim.run_id, "claimed", "dispatcher",
+         '{"attempt": 1, "from": "ready", "to": "running"}'),
+        (first.id, claim.run_id, "progress", f"card:#{first.id}", '{"note": "half way"}'),
+        (first.id, claim.run_id, "complete", f"card:#{first.id}",
+         '{"from": "running", "implicit": false, "to": "done"}'),
+        (then.id, None, "promoted", "system", '{"from": "todo", "to": "ready"}'),
+    ]
+    (run,) = runs_of(db, first.id)
+    assert (run["outcome"], run["progress"]) == (Outcome.COMPLETED, "half way")
+
+
+def test_hand_back_spends_no_attempt(kb: Kanban, db: Database) -> None:
+    card = kb.add_card(NewCard("restarted under", max_attempts=1))
+    claim = claim_one(kb, card.id)
+    with db.write() as conn:
+        back = transitions.hand_back(conn, card.id, "rolling restart", now=kb.clock(),
+                                     actor=Actor("dispatcher:1", claim.claim_token))
+    assert back.status == S.READY and back.attempt - back.retry_base == 0
+    again = claim_one(kb, card.id)
+    assert kb.complete(card.id, "done", actor=worker(again)).status == S.DONE
+    assert [r["outcome"] for r in runs_of(db, card.id)] == [Outcome.HANDED_BACK,
+                                                            Outcome.COMPLETED]

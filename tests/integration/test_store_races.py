@@ -10,7 +10,7 @@ from kanban.cards import NewCard
 from kanban.dependencies import link
 from kanban.errors import DependencyError
 from kanban.service import Kanban
-from state.engine import Database
+from kanban.state.store import Database
 
 HOLD_S = 0.2
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from kanban import cards
 from kanban.cards import NewCard
-from state import DbLocation, open_database
-from state.timeutil import utcnow
+from kanban.state import DbLocation, open_database
+from kanban.state.timeutil import utcnow
 from tests.support.hostile import FORK, CliRun, hammer, integrity, rows, run_cli
 from tests.support.procs import wait_until
 

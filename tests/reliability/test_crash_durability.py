@@ -15,7 +15,7 @@ from contextlib import closing
 from pathlib import Path
 
 from kanban.service import Kanban
-from state import DbLocation, open_database
+from kanban.state import DbLocation, open_database
 from tests.support.hostile import FORK, committed_ids, crash_writer, integrity, rows
 from tests.support.procs import wait_until
 
@@ -66,7 +66,7 @@ def _kill_writers_round_after_round(db: Path) -> set[int]:
         reopened = open_database(DbLocation(str(db), "flag"))  # always opens, no repair step
         try:
             with reopened.read() as conn:
-                present = {row[0] for row in conn.exec_driver_sql("SELECT id FROM card")}
+                present = set(conn.column("SELECT id FROM card"))
         finally:
             reopened.dispose()
         assert integrity(db) == [("ok",)], f"round {round_no}"

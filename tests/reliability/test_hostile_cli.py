@@ -33,7 +33,7 @@ import pytest
 from kanban.cards import NewCard
 from kanban.errors import ValidationError
 from kanban.service import Kanban
-from state import DbLocation, open_database
+from kanban.state import DbLocation, open_database
 from tests.support.hostile import (
     CliRun,
     WarmCli,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from kanban.service import Kanban
-from state.config import load_config
+from kanban.state.config import load_config
+from kanban.worker.main import WorkerEnv, run_card
 from tests.acceptance.conftest import BoardFiles
 from tests.support.hostile import WarmCli, clean_env, parent_pid, proc_environ, rows
 from tests.support.llm_server import (
@@ -26,7 +27,6 @@ from tests.support.llm_server import (
     unauthorized,
 )
 from tests.support.procs import start_dispatcher, wait_until
-from worker.main import WorkerEnv, run_card
 
 OPENAI_KEY = "sk-test-SECRET123"
 ANTHROPIC_KEY = "sk-ant-test-SECRET456"

@@ -20,19 +20,19 @@ from typing import Any
 
 import pytest
 
-from agent.types import ToolCall
 from kanban import transitions
+from kanban.agent.types import ToolCall
 from kanban.errors import LeaseLost
 from kanban.service import Kanban
+from kanban.state import DbLocation, open_database
 from kanban.states import Outcome
+from kanban.tools.catalog import REGISTRY
+from kanban.tools.scope import WorkerScope
 from kanban.transitions import Actor
-from state import DbLocation, open_database
 from tests.acceptance.conftest import BoardFiles, slow_steps
 from tests.support.hostile import clean_env, proc_environ, rows
 from tests.support.llm_server import LLMServer, tool_reply
 from tests.support.procs import kanban, start_dispatcher, stop, wait_until
-from tools.catalog import REGISTRY
-from tools.scope import WorkerScope
 
 HUGE_ID = 99999999999999999999  # beyond SQLite's 64-bit integers
 SECRETS = {"OPENAI_API_KEY": "sk-test-env-SECRET1", "ANTHROPIC_API_KEY": "sk-ant-env-SECRET2",

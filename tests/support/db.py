@@ -12,20 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
-from sqlmodel import SQLModel
 
 from kanban import transitions
 from kanban.cards import NewCard
 from kanban.claims import ClaimFilter
 from kanban.records import CardRecord, Claim
 from kanban.service import Kanban
+from kanban.state.db import open_database
+from kanban.state.paths import DbLocation
+from kanban.state.rows import with_times
+from kanban.state.store import Database
 from kanban.states import CardStatus, Outcome
 from kanban.transitions import Actor
-from state.db import open_database
-from state.engine import Database
-from state.models import Card, Event, Run
-from state.paths import DbLocation
 
 PG_HOST = "127.0.0.1"
 PG_PORT = 5432
@@ -36,9 +34,6 @@ DEFAULT_BOARD = "default"
 # Contract tests parametrize the `store` fixture over these.
 STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
-card_t = Card.__table__
-event_t = Event.__table__
-run_t = Run.__table__
 
 
 class FakeClock:
@@ -81,13 +76,15 @@ def reset_postgres(db: Database) -> None:
     DELETE on a few rows is much faster than TRUNCATE (new files) or CREATE DATABASE.
     """
     with db.write() as conn:
-        for table in reversed(SQLModel.metadata.sorted_tables):
-            if table.name != "schema_migration":
-                conn.execute(table.delete())
-        for sequence in conn.exec_driver_sql(
-            "SELECT sequence_name FROM information_schema.sequences"
-            " WHERE sequence_schema = current_schema()").scalars().all():
-            conn.exec_driver_sql(f'ALTER SEQUENCE "{sequence}" RESTART')
+        tables = conn.column("SELECT table_name FROM information_schema.tables "
+                             "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")
+        conn.execute("SET LOCAL session_replication_role = replica")  # no FK order needed
+        for table in tables:
+            if table != "schema_migration":
+                conn.execute(f'DELETE FROM "{table}"')
+        for sequence in conn.column("SELECT sequence_name FROM information_schema.sequences "
+                                    "WHERE sequence_schema = current_schema()"):
+            conn.execute(f'ALTER SEQUENCE "{sequence}" RESTART')
     Kanban(db).ensure_board(DEFAULT_BOARD)
 
 
@@ -103,14 +100,16 @@ def _admin_connect() -> Any:
 @contextmanager
 def fresh_postgres_database() -> Iterator[str]:
     """A uniquely named, empty PostgreSQL database, dropped afterwards; skips with no server."""
+    from tests.support.pg import skip_or_fail
+
     try:
         import psycopg
     except ImportError:  # pragma: no cover - the postgres extra is not installed
-        pytest.skip("psycopg is not installed")
+        skip_or_fail("psycopg is not installed")
     try:
         admin = _admin_connect()
     except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL server on {PG_HOST}:{PG_PORT}: {exc}".splitlines()[0])
+        skip_or_fail(f"no PostgreSQL server on {PG_HOST}:{PG_PORT}: {exc}".splitlines()[0])
     name = f"kanban_test_{uuid.uuid4().hex[:16]}"
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -124,21 +123,21 @@ def fresh_postgres_database() -> Iterator[str]:
 
 def card_row(db: Database, card_id: int) -> dict[str, Any]:
     with db.read() as conn:
-        return dict(conn.execute(select(card_t).where(card_t.c.id == card_id)).mappings().one())
+        row = conn.map("SELECT * FROM card WHERE id = :id", {"id": card_id})
+        assert row is not None, f"no card #{card_id}"
+        return with_times(row)
 
 
 def event_count(db: Database) -> int:
     with db.read() as conn:
-        return int(conn.execute(select(func.count()).select_from(event_t)).scalar_one())
+        return int(conn.scalar("SELECT count(*) FROM event"))
 
 
 def events_of(db: Database, card_id: int) -> list[dict[str, Any]]:
     """A card's events, oldest first, with `data` decoded."""
     with db.read() as conn:
-        rows = conn.execute(
-            select(event_t).where(event_t.c.card_id == card_id).order_by(event_t.c.id)
-        ).mappings()
-        return [{**row, "data": json.loads(row["data"])} for row in rows]
+        rows = conn.maps("SELECT * FROM event WHERE card_id = :id ORDER BY id", {"id": card_id})
+        return [{**with_times(row), "data": json.loads(row["data"])} for row in rows]
 
 
 def status_events(db: Database, card_id: int) -> list[dict[str, Any]]:
@@ -148,8 +147,8 @@ def status_events(db: Database, card_id: int) -> list[dict[str, Any]]:
 
 def runs_of(db: Database, card_id: int) -> list[dict[str, Any]]:
     with db.read() as conn:
-        rows = conn.execute(select(run_t).where(run_t.c.card_id == card_id).order_by(run_t.c.id))
-        return [dict(r) for r in rows.mappings()]
+        rows = conn.maps("SELECT * FROM run WHERE card_id = :id ORDER BY id", {"id": card_id})
+        return [with_times(r) for r in rows]
 
 
 def claim_token(db: Database, card_id: int) -> str | None:
@@ -184,6 +183,14 @@ def requeue(kb: Kanban, card_id: int, *, actor: Actor = DISPATCHER,
                                            now=kb.clock(), actor=actor, delay_s=delay_s)
 
 
+def hand_back(kb: Kanban, card_id: int, *, actor: Actor = DISPATCHER,
+              delay_s: float = 0.0) -> CardRecord:
+    """What a dispatcher does when it shuts down with the card's worker still running."""
+    with kb.db.write() as conn:
+        return transitions.hand_back(conn, card_id, "dispatcher shut down", now=kb.clock(),
+                                     actor=actor, delay_s=delay_s)
+
+
 def fail(kb: Kanban, card_id: int, *, actor: Actor = DISPATCHER,
          error: str = "fatal: 401 unauthorised") -> CardRecord:
     with kb.db.write() as conn:
@@ -193,7 +200,10 @@ def fail(kb: Kanban, card_id: int, *, actor: Actor = DISPATCHER,
 def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardRecord:
     """A new card brought to `status` through the API (a todo card gets a ready dependency)."""
     status = CardStatus(status)
-    if status is CardStatus.TODO:
+    if status is CardStatus.SCHEDULED:
+        card = kb.add_card(NewCard("card under test", run_at=kb.clock() + timedelta(minutes=30),
+                                   **fields))
+    elif status is CardStatus.TODO:
         dep = kb.add_card(NewCard("dependency"))
         card = kb.add_card(NewCard("card under test", depends_on=[dep.id], **fields))
     else:

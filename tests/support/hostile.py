@@ -32,8 +32,8 @@ from typing import Any
 from kanban import transitions
 from kanban.cards import NewCard
 from kanban.service import Kanban
-from state import DbLocation, open_database
-from tools.scope import WorkerScope
+from kanban.state import DbLocation, open_database
+from kanban.tools.scope import WorkerScope
 
 REPO = Path(__file__).resolve().parents[2]
 KANBAN = [sys.executable, "-m", "kanban.cli.app"]

@@ -4,31 +4,40 @@ It lets the real `openai` and `anthropic` clients (in this process or in worker
 subprocesses) talk to a fake model. Routes:
 
 - ``POST /v1/chat/completions`` and ``POST /chat/completions``: OpenAI Chat Completions
+- ``POST /v1/responses`` and ``POST /responses``: OpenAI Responses
 - ``POST /v1/messages``: Anthropic Messages
+
+A request with ``"stream": true`` gets server-sent events in its format (see
+`tests.support.llm_wire`); otherwise one JSON body.
 
 Replies are format-neutral `Reply` values, rendered in the format of the route called:
 
-- ``text_reply("hi", usage=(input, output, cached))``
+- ``text_reply("hi", usage=(input, output, cached), reasoning="thinking...")``
 - ``tool_reply(("kanban_show", {}), ("kanban_comment", {"body": "x"}), text=None)``:
   one turn with one or more (parallel) tool calls; a ``str`` argument is sent raw, so
   ``malformed_tool_reply("kanban_show", "{not json")`` sends broken JSON arguments
 - ``error_reply(status, message, headers={...})`` and the shortcuts ``rate_limited(
   retry_after="2")`` (or ``retry_after_ms=...``), ``server_error()``, ``unauthorized()``,
-  ``forbidden()``, ``model_not_found("gpt-x")``
+  ``forbidden()``, ``model_not_found("gpt-x")``, ``context_overflow()``
+- streaming knobs on any reply (``dataclasses.replace`` or the helpers' keywords):
+  ``chunk_chars`` (text per delta), ``chunk_delay`` (seconds between events) and
+  ``fail_after`` (break off with an in-stream error after that many deltas)
 
 Scripting:
 
 - ``server.enqueue(*replies)``: replies are served in order, one per request;
 - ``LLMServer(responder=fn)``: when the queue is empty, ``fn(request_json) -> Reply``
   answers (a pure function of the request, for long runs where workers in other processes
-  call repeatedly). Helpers for responders read either format: ``called_tools(body)``,
-  ``tool_results(body)``, ``last_user_text(body)``.
+  call repeatedly). Helpers for responders read any format: ``called_tools(body)``,
+  ``tool_results(body)``, ``last_user_text(body)``, ``system_text(body)``.
 - With neither, the server answers 400 "llm_server: no reply scripted", which the
   adapters treat as fatal, so a test that under-scripts fails fast instead of hanging.
 
 Inspection: ``server.requests`` (a list of `RecordedRequest`: ``route``, ``path``,
-``headers`` with lower-case names, ``body`` as parsed JSON), ``server.wait_for_requests(n,
-timeout=5)``, ``server.pending`` (replies not served yet), ``server.assert_consumed()``.
+``headers`` with lower-case names, ``body`` as parsed JSON, ``size`` in bytes),
+``server.wait_for_requests(n, timeout=5)``, ``server.pending`` (replies not served yet),
+``server.assert_consumed()``, ``server.aborted`` (streams the client hung up on) and
+``server.wait_for_abort(timeout=5)``.
 
 Addresses: ``server.openai_base_url`` (ends in ``/v1``), ``server.anthropic_base_url``,
 and ``server.env()``: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY`` and
@@ -43,17 +52,27 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from tests.support.llm_bodies import (  # noqa: F401 - re-exported for responders
+    called_tools,
+    last_user_text,
+    system_text,
+    tool_results,
+)
+from tests.support.llm_wire import EVENTS, encode, estimate_usage, render
+
 ROUTES = {"/v1/chat/completions": "openai", "/chat/completions": "openai"}
 ROUTES["/v1/messages"] = "anthropic"
+ROUTES |= {"/v1/responses": "responses", "/responses": "responses"}
 TEST_API_KEY = "test-key"
 
 Responder = Callable[[dict[str, Any]], "Reply"]
@@ -77,14 +96,22 @@ class Reply:
     error_message: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     usage: tuple[int, int, int] | None = None  # input, output, cached
+    reasoning: str | None = None  # thinking / reasoning summary, before the answer
+    chunk_chars: int = 16  # streamed: characters per delta
+    chunk_delay: float = 0.0  # streamed: seconds between events
+    fail_after: int | None = None  # streamed: an in-stream error after this many deltas
+    error_code: str | None = None  # OpenAI's `code` for an error status
 
 
-def text_reply(text: str, *, usage: tuple[int, int, int] | None = None) -> Reply:
-    return Reply(text=text, usage=usage)
+def text_reply(text: str, *, usage: tuple[int, int, int] | None = None,
+               reasoning: str | None = None, **stream: Any) -> Reply:
+    return Reply(text=text, usage=usage, reasoning=reasoning, **stream)
 
 
-def tool_reply(*calls: tuple[str, dict[str, Any] | str], text: str | None = None) -> Reply:
-    return Reply(text=text, tool_calls=tuple(ScriptedCall(n, a) for n, a in calls))
+def tool_reply(*calls: tuple[str, dict[str, Any] | str], text: str | None = None,
+               reasoning: str | None = None, **stream: Any) -> Reply:
+    return Reply(text=text, tool_calls=tuple(ScriptedCall(n, a) for n, a in calls),
+                 reasoning=reasoning, **stream)
 
 
 def malformed_tool_reply(name: str, raw_arguments: str = '{"summary": "unterminated') -> Reply:
@@ -114,12 +141,21 @@ def model_not_found(model: str = "no-such-model") -> Reply:
     return error_reply(404, f"The model '{model}' does not exist")
 
 
+def context_overflow(tokens: int = 140_000, window: int = 128_000) -> Reply:
+    """The provider's answer to a request longer than the context window (HTTP 400)."""
+    message = (f"This model's maximum context length is {window} tokens. However, your "
+               f"messages resulted in {tokens} tokens; prompt is too long: {tokens} tokens > "
+               f"{window} maximum")
+    return replace(error_reply(400, message), error_code="context_length_exceeded")
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
-    route: str  # "openai" or "anthropic"
+    route: str  # "openai", "responses" or "anthropic"
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    size: int = 0  # bytes of the request body
 
 
 class LLMServer:
@@ -133,6 +169,7 @@ class LLMServer:
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._aborted = 0
 
     def start(self) -> LLMServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -200,6 +237,22 @@ class LLMServer:
                 raise TimeoutError(f"llm_server: {len(self._requests)} of {count} requests")
             return list(self._requests)
 
+    @property
+    def aborted(self) -> int:
+        """How many streams the client hung up on before their end."""
+        with self._changed:
+            return self._aborted
+
+    def wait_for_abort(self, timeout: float = 5.0) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._aborted > 0, timeout):
+                raise TimeoutError("llm_server: no client hung up on a stream")
+
+    def _note_abort(self) -> None:
+        with self._changed:
+            self._aborted += 1
+            self._changed.notify_all()
+
     def _next_reply(self, request: RecordedRequest) -> Reply:
         with self._changed:
             self._requests.append(request)
@@ -242,9 +295,29 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": {"message": "llm_server: body is not JSON"}}, {})
                 return
             headers = {key.lower(): value for key, value in self.headers.items()}
-            reply = server._next_reply(RecordedRequest(route, path, headers, body))
-            status, payload = _render(server, route, reply, body, len(raw))
+            reply = server._next_reply(RecordedRequest(route, path, headers, body, len(raw)))
+            if reply.status == 200 and body.get("stream"):
+                self._stream(route, reply, body, len(raw))
+                return
+            status, payload = render(server, route, reply, body, len(raw))
             self._send(status, payload, reply.headers)
+
+        def _stream(self, route: str, reply: Reply, body: dict[str, Any], size: int) -> None:
+            usage = reply.usage or estimate_usage(reply, size)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            try:
+                for event in EVENTS[route](server, reply, body, usage):
+                    self.wfile.write(encode(event))
+                    self.wfile.flush()
+                    if reply.chunk_delay:
+                        time.sleep(reply.chunk_delay)  # a slow model, by design
+            except (BrokenPipeError, ConnectionResetError):
+                server._note_abort()
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
             data = json.dumps(payload).encode()
@@ -260,140 +333,3 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             pass  # keep test output clean
 
     return Handler
-
-
-def _render(
-    server: LLMServer, route: str, reply: Reply, body: dict[str, Any], size: int
-) -> tuple[int, dict[str, Any]]:
-    if reply.status != 200:
-        return reply.status, _error_body(route, reply)
-    usage = reply.usage or _estimate_usage(reply, size)
-    if route == "openai":
-        return 200, _openai_completion(server, reply, body, usage)
-    return 200, _anthropic_message(server, reply, body, usage)
-
-
-def _estimate_usage(reply: Reply, request_size: int) -> tuple[int, int, int]:
-    produced = len(reply.text or "") + sum(len(_raw_arguments(c)) for c in reply.tool_calls)
-    return request_size // 4, produced // 4 + 1, 0
-
-
-def _raw_arguments(call: ScriptedCall) -> str:
-    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-
-
-def _openai_completion(
-    server: LLMServer, reply: Reply, body: dict[str, Any], usage: tuple[int, int, int]
-) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-    if reply.tool_calls:
-        functions = [{"name": c.name, "arguments": _raw_arguments(c)} for c in reply.tool_calls]
-        message["tool_calls"] = [
-            {"id": server._next_id("call"), "type": "function", "function": function}
-            for function in functions
-        ]
-    prompt, completion, cached = usage
-    finish = "tool_calls" if reply.tool_calls else "stop"
-    return {
-        "id": server._next_id("chatcmpl"),
-        "object": "chat.completion",
-        "created": 0,
-        "model": body.get("model", "unknown"),
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached},
-        },
-    }
-
-
-def _anthropic_message(
-    server: LLMServer, reply: Reply, body: dict[str, Any], usage: tuple[int, int, int]
-) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    if reply.text is not None:
-        content.append({"type": "text", "text": reply.text})
-    for call in reply.tool_calls:  # a str `arguments` plays a broken input
-        block = {"type": "tool_use", "id": server._next_id("toolu"), "name": call.name}
-        content.append(block | {"input": call.arguments})
-    prompt, completion, cached = usage
-    return {
-        "id": server._next_id("msg"),
-        "type": "message",
-        "role": "assistant",
-        "model": body.get("model", "unknown"),
-        "content": content,
-        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": prompt - cached,
-            "output_tokens": completion,
-            "cache_read_input_tokens": cached,
-            "cache_creation_input_tokens": 0,
-        },
-    }
-
-
-ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                         403: "permission_error", 404: "not_found_error",
-                         429: "rate_limit_error", 529: "overloaded_error"}
-
-
-def _error_body(route: str, reply: Reply) -> dict[str, Any]:
-    if route == "openai":
-        code = "model_not_found" if reply.status == 404 else None
-        error = {"message": reply.error_message, "type": "api_error", "param": None, "code": code}
-        return {"error": error}
-    kind = ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": reply.error_message}}
-
-
-# --- helpers for responders: read a request body of either format ----------------------
-
-
-def called_tools(body: dict[str, Any]) -> list[str]:
-    """Names of the tools the assistant called so far in this conversation, in order."""
-    names: list[str] = []
-    for message in body.get("messages", []):
-        if message.get("role") != "assistant":
-            continue
-        names += [call["function"]["name"] for call in message.get("tool_calls") or []]
-        names += [b["name"] for b in _blocks(message) if b.get("type") == "tool_use"]
-    return names
-
-
-def tool_results(body: dict[str, Any]) -> list[str]:
-    """The contents of every tool result in this conversation, in order."""
-    results: list[str] = []
-    for message in body.get("messages", []):
-        if message.get("role") == "tool":
-            results.append(str(message.get("content") or ""))
-        blocks = [b for b in _blocks(message) if b.get("type") == "tool_result"]
-        results += [_block_text(b.get("content")) for b in blocks]
-    return results
-
-
-def last_user_text(body: dict[str, Any]) -> str:
-    """The text of the latest user message (tool results left out)."""
-    for message in reversed(body.get("messages", [])):
-        if message.get("role") != "user":
-            continue
-        if isinstance(message.get("content"), str):
-            return message["content"]
-        texts = [b.get("text", "") for b in _blocks(message) if b.get("type") == "text"]
-        if texts:
-            return "\n".join(texts)
-    return ""
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-
-
-def _block_text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return str(content or "")

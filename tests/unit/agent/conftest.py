@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from kanban.tools.registry import Toolbox
 from tests.unit.agent.helpers import FakeClock, make_tool
-from tools.registry import Toolbox
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tools.registry import Tool
+from kanban.tools.registry import Tool
 
 
 class FakeClock:

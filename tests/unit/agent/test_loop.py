@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from agent import (
+from kanban.agent import (
     AgentHooks,
     FatalModelError,
     Limits,
@@ -22,9 +23,9 @@ from agent import (
     tool_call,
     tool_calls,
 )
-from agent.loop import GRACE_PROMPT, SKIPPED_TOOL_TEXT
+from kanban.agent.loop import GRACE_PROMPT, SKIPPED_TOOL_TEXT
+from kanban.tools.registry import Toolbox
 from tests.unit.agent.helpers import FakeClock, make_tool
-from tools.registry import Toolbox
 
 
 def run(model: ScriptedModel, toolbox: Toolbox, **kwargs: object):
@@ -131,9 +132,10 @@ def test_timeout_between_tool_calls(clock: FakeClock) -> None:
         clock.advance(20)
         return "ok"
 
-    toolbox = Toolbox(
-        [make_tool("work", slow_tool, properties={"text": {"type": "string"}})]
-    )
+    # A tool that may not run in parallel: its calls run one by one, time checked between.
+    work = replace(make_tool("work", slow_tool, properties={"text": {"type": "string"}}),
+                   parallel=False)
+    toolbox = Toolbox([work])
     calls = tool_calls([("work", {"text": "1"}), ("work", {"text": "2"}), ("work", {"text": "3"})])
     model = ScriptedModel([calls, text("never")])
     result = run(model, toolbox, limits=Limits(timeout_s=30), clock=clock)
@@ -194,15 +196,15 @@ def test_a_tool_can_end_the_run_after_its_turn() -> None:
 class RecordingHooks(AgentHooks):
     def __init__(self, reminders: list[str]) -> None:
         self.messages: list[Message] = []
-        self.usages: list[tuple[Usage, str]] = []
+        self.usages: list[tuple[Usage, str, float | None]] = []
         self.final_texts: list[str] = []
         self.reminders = reminders
 
     def on_message(self, message: Message) -> None:
         self.messages.append(message)
 
-    def on_usage(self, usage: Usage, model_name: str) -> None:
-        self.usages.append((usage, model_name))
+    def on_usage(self, usage: Usage, model_name: str, cost: float | None = None) -> None:
+        self.usages.append((usage, model_name, cost))
 
     def on_final_text(self, text: str) -> str | None:
         self.final_texts.append(text)
@@ -214,8 +216,9 @@ def test_hooks_see_every_message_and_usage(echo_toolbox: Toolbox) -> None:
     model = ScriptedModel([tool_call("echo", text="x"), text("done")], name="scripted:hooks")
     result = run(model, echo_toolbox, hooks=hooks)
     assert hooks.messages == result.messages
-    assert [name for _, name in hooks.usages] == ["scripted:hooks", "scripted:hooks"]
-    assert sum((u for u, _ in hooks.usages), Usage()) == result.usage
+    assert [name for _, name, _ in hooks.usages] == ["scripted:hooks", "scripted:hooks"]
+    assert [cost for _, _, cost in hooks.usages] == [0.0, 0.0]  # scripted models are free
+    assert sum((u for u, _, _ in hooks.usages), Usage()) == result.usage
     assert hooks.final_texts == ["done"]
 
 
@@ -234,7 +237,7 @@ def test_prompt_may_be_a_conversation(echo_toolbox: Toolbox) -> None:
     model = ScriptedModel([text("went")])
     result = run_agent(model, system="", prompt=earlier, toolbox=echo_toolbox)
     assert list(model.calls[0].messages) == earlier  # no system message when it is empty
-    assert result.messages[-1] == Message("assistant", "went")
+    assert result.messages[-1] == Message("assistant", "went", model="scripted:test")
 
 
 class RaisingToolbox:

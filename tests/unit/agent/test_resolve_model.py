@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent import FatalModelError, Model, ScriptedModel, resolve_model
-from agent.anthropic_model import AnthropicModel
-from agent.openai_model import OpenAIModel
+from kanban.agent import FatalModelError, Model, ScriptedModel, resolve_model
+from kanban.agent.anthropic_model import AnthropicModel
+from kanban.agent.openai_model import OpenAIModel
 
 
 @pytest.mark.parametrize(
@@ -51,3 +51,22 @@ def test_anthropic_model_with_explicit_key() -> None:
 def test_scripted_needs_no_key() -> None:
     model = resolve_model("scripted:demo", env={})
     assert isinstance(model, ScriptedModel) and model.name == "scripted:demo"
+
+
+def test_responses_models_use_openai_credentials() -> None:
+    from kanban.agent.openai_responses import ResponsesModel
+
+    model = resolve_model("openai-responses:gpt-5-mini", env={"OPENAI_API_KEY": "k"},
+                          reasoning="low")
+    assert isinstance(model, ResponsesModel) and model.name == "openai-responses:gpt-5-mini"
+    model.close()
+    with pytest.raises(FatalModelError, match="OPENAI_API_KEY is not set"):
+        resolve_model("openai-responses:gpt-5", env={})
+
+
+def test_a_bad_reasoning_level_is_fatal() -> None:
+    from kanban.agent import resolve_chain
+    from kanban.agent.model import ModelOptions
+
+    with pytest.raises(FatalModelError, match="reasoning must be one of"):
+        resolve_chain("scripted:demo", env={}, options=ModelOptions(reasoning="extreme"))

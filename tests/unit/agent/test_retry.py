@@ -7,8 +7,8 @@ from email.utils import format_datetime
 
 import pytest
 
-from agent import FatalModelError, RetryPolicy, TransientModelError
-from agent.retry import Failure, call_with_retries, parse_retry_after, provider_message
+from kanban.agent import FatalModelError, RetryPolicy, TransientModelError
+from kanban.agent.retry import Failure, call_with_retries, parse_retry_after, provider_message
 
 
 class Flaky:

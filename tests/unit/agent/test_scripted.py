@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import (
+from kanban.agent import (
     FatalModelError,
     Message,
     ModelResponse,
@@ -25,10 +25,10 @@ from agent import (
     tool_call,
     tool_calls,
 )
-from agent.scripted import FINISHED_TEXT, estimate_usage
-from agent.scripts import shown_card, steps_from_json
+from kanban.agent.scripted import FINISHED_TEXT, estimate_usage
+from kanban.agent.scripts import shown_card, steps_from_json
+from kanban.tools.registry import Toolbox
 from tests.unit.agent.helpers import make_tool
-from tools.registry import Toolbox
 
 HELLO = [Message("user", "hello")]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent import Message, ToolCall, Usage
+from kanban.agent import Message, ReasoningData, ToolCall, Usage
 
 
 @pytest.mark.parametrize(
@@ -18,6 +18,10 @@ from agent import Message, ToolCall, Usage
         Message("assistant", "text and a call", tool_calls=(ToolCall("c2", "add", "{broken"),)),
         Message("tool", "result", tool_call_id="c1", name="echo"),
         Message("tool", "no such tool", tool_call_id="c2", name="add", is_error=True),
+        Message("assistant", "thought", reasoning="because", model="anthropic:claude",
+                reasoning_data=ReasoningData("anthropic", ({"type": "thinking",
+                                                            "thinking": "because",
+                                                            "signature": "s"},))),
     ],
 )
 def test_message_round_trips_through_json(message: Message) -> None:

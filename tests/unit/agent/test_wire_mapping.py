@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from agent import Message, ToolCall, ToolSpec, anthropic_model, openai_model
+from kanban.agent import (
+    Message,
+    ReasoningData,
+    ToolCall,
+    ToolSpec,
+    anthropic_model,
+    openai_model,
+    openai_responses,
+)
 
 SPECS = [
     ToolSpec("echo", "echo text", {"type": "object", "properties": {"text": {"type": "string"}}}),
@@ -92,3 +100,51 @@ def test_anthropic_usage_counts_cache_reads_and_writes_as_input() -> None:
 
     usage = anthropic_model.parse_usage(Raw())
     assert (usage.input_tokens, usage.output_tokens, usage.cached_tokens) == (130, 5, 100)
+
+
+THOUGHTFUL = [
+    Message("system", "be brief"),
+    Message("user", "hi"),
+    Message("assistant", "calling", tool_calls=(ToolCall("c1", "echo", '{"text": "x"}'),),
+            reasoning="I should echo",
+            reasoning_data=ReasoningData("anthropic", ({"type": "thinking",
+                                                        "thinking": "I should echo",
+                                                        "signature": "sig"},))),
+    Message("tool", "x", tool_call_id="c1", name="echo"),
+    Message("assistant", "more", reasoning="hidden",
+            reasoning_data=ReasoningData("openai-responses", (
+                {"type": "reasoning", "id": "rs_1", "summary": [],
+                 "encrypted_content": "opaque"},
+                {"type": "reasoning", "id": "rs_2", "summary": []}))),
+    Message("tool", "boom", tool_call_id="c9", name="echo", is_error=True),
+]
+
+
+def test_responses_request_shape() -> None:
+    request = openai_responses.build_request("gpt-5", THOUGHTFUL, SPECS, 500, "medium")
+    assert request["instructions"] == "be brief" and request["store"] is False
+    assert request["max_output_tokens"] == 500
+    assert request["reasoning"] == {"effort": "medium", "summary": "auto"}
+    assert request["tools"][0] == {"type": "function", "name": "echo",
+                                   "description": "echo text",
+                                   "parameters": SPECS[0].parameters, "strict": False}
+    items = request["input"]
+    assert items[0] == {"role": "user", "content": "hi"}
+    assert items[1] == {"role": "assistant", "content": "calling"}  # no Anthropic thinking
+    assert items[2] == {"type": "function_call", "call_id": "c1", "name": "echo",
+                        "arguments": '{"text": "x"}'}
+    assert items[3] == {"type": "function_call_output", "call_id": "c1", "output": "x"}
+    # only encrypted reasoning goes back (nothing is stored on the server)
+    assert items[4] == {"type": "reasoning", "id": "rs_1", "summary": [],
+                        "encrypted_content": "opaque"}
+    assert items[5] == {"role": "assistant", "content": "more"}
+    assert items[6]["output"] == "Error: boom"
+
+
+def test_thinking_goes_back_to_anthropic_only() -> None:
+    anthropic = anthropic_model.build_request("claude", THOUGHTFUL, SPECS, 100)
+    first = anthropic["messages"][1]["content"]
+    assert first[0] == {"type": "thinking", "thinking": "I should echo", "signature": "sig"}
+    assert [b["type"] for b in anthropic["messages"][3]["content"]] == ["text"]
+    chat = openai_model.build_request("gpt", THOUGHTFUL, SPECS, None)
+    assert all("reasoning" not in m and "thinking" not in str(m) for m in chat["messages"])

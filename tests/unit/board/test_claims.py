@@ -8,16 +8,14 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import update
 
 from kanban import claims, transitions
 from kanban.cards import NewCard
 from kanban.errors import LeaseLost
 from kanban.records import Claim
 from kanban.service import Kanban
+from kanban.state.store import Database
 from kanban.states import CardStatus, Outcome
-from state.engine import Database
-from state.models import Card
 from tests.support.db import (
     FakeClock,
     card_row,
@@ -83,8 +81,8 @@ def test_claim_takes_at_most_n_best_cards(kb: Kanban) -> None:
 def test_claim_waits_for_run_after(kb: Kanban, db: Database, clock: FakeClock) -> None:
     card = kb.add_card(NewCard("later"))
     with db.write() as conn:
-        conn.execute(update(Card.__table__).where(Card.__table__.c.id == card.id)
-                     .values(run_after=clock() + timedelta(seconds=10)))
+        conn.execute("UPDATE card SET run_after = :at WHERE id = :id",
+                     {"at": clock() + timedelta(seconds=10), "id": card.id})
     assert kb.claim(1, lease_s=30) == []
     clock.advance(10)
     assert claim_one(kb).card_id == card.id

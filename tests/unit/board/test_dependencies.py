@@ -7,8 +7,8 @@ import pytest
 from kanban.cards import NewCard
 from kanban.errors import CardNotFound, DependencyError
 from kanban.service import Kanban
+from kanban.state.store import Database
 from kanban.states import CardStatus
-from state.engine import Database
 from tests.support.db import event_count, events_of, put_card_in, status_events
 
 S = CardStatus

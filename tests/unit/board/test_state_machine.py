@@ -274,14 +274,13 @@ class BoardMachine(RuleBasedStateMachine):
     @invariant()
     def the_store_agrees_with_the_model(self) -> None:
         with self.db.read() as conn:
-            cards = {row[0]: row for row in conn.exec_driver_sql(
+            cards = {row[0]: row for row in conn.all(
                 "SELECT id, status, claim_token, lease_expires_at FROM card")}
-            runs = conn.exec_driver_sql(
-                "SELECT card_id, claim_token, finished_at, outcome FROM run").all()
-            edges = set(conn.exec_driver_sql("SELECT card_id, depends_on_id FROM dependency"))
-            events = conn.exec_driver_sql(
+            runs = conn.all("SELECT card_id, claim_token, finished_at, outcome FROM run")
+            edges = set(conn.all("SELECT card_id, depends_on_id FROM dependency"))
+            events = conn.all(
                 "SELECT id, card_id, kind, data FROM event WHERE id > ? AND card_id IS NOT NULL"
-                " ORDER BY id", (self.replayed_to,)).all()
+                " ORDER BY id", (self.replayed_to,))
         status = {card_id: row[1] for card_id, row in cards.items()}
         assert status == {c.id: c.status for c in self.cards.values()}
         assert edges == {(c.id, d) for c in self.cards.values() for d in c.deps}

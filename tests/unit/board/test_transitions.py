@@ -8,11 +8,12 @@ from datetime import timedelta
 import pytest
 
 from kanban.cards import NewCard
-from kanban.errors import InvalidTransition
+from kanban.errors import InvalidTransition, LeaseLost
 from kanban.records import CardRecord
 from kanban.service import Kanban
+from kanban.state.store import Database
 from kanban.states import ALLOWED, Action, CardStatus, Outcome
-from state.engine import Database
+from kanban.transitions import Actor
 from tests.support.db import (
     FakeClock,
     card_row,
@@ -20,6 +21,7 @@ from tests.support.db import (
     event_count,
     events_of,
     fail,
+    hand_back,
     put_card_in,
     requeue,
     runs_of,
@@ -35,6 +37,7 @@ PERFORM: dict[Action, Callable[[Kanban, int], CardRecord]] = {
     Action.BLOCK: lambda kb, cid: kb.block(cid, "needs a human"),
     Action.UNBLOCK: lambda kb, cid: kb.unblock(cid, "go ahead"),
     Action.REQUEUE: lambda kb, cid: requeue(kb, cid, delay_s=5.0),
+    Action.HAND_BACK: lambda kb, cid: hand_back(kb, cid),
     Action.FAIL: lambda kb, cid: fail(kb, cid),
     Action.CANCEL: lambda kb, cid: kb.cancel(cid, reason="not needed"),
     Action.RETRY: lambda kb, cid: kb.retry(cid),
@@ -43,14 +46,15 @@ PERFORM: dict[Action, Callable[[Kanban, int], CardRecord]] = {
 TARGET = {
     Action.COMPLETE: S.DONE, Action.BLOCK: S.BLOCKED, Action.UNBLOCK: S.READY,
     Action.REQUEUE: S.READY, Action.FAIL: S.FAILED, Action.CANCEL: S.CANCELLED,
-    Action.RETRY: S.READY,
+    Action.RETRY: S.READY, Action.HAND_BACK: S.READY,
 }
-EVENT_KIND = {Action.REQUEUE: "requeued", Action.ARCHIVE: "archived"}
+EVENT_KIND = {Action.REQUEUE: "requeued", Action.ARCHIVE: "archived",
+              Action.HAND_BACK: "handed_back"}
 PAIRS = [(action, status) for action in PERFORM for status in CardStatus]
 
 
 def test_the_table_covers_every_action() -> None:
-    assert set(PERFORM) | {Action.CLAIM, Action.PROMOTE} == set(Action)
+    assert set(PERFORM) | {Action.CLAIM, Action.PROMOTE, Action.RELEASE} == set(Action)
     assert set(ALLOWED) == set(Action)
 
 
@@ -94,7 +98,7 @@ def test_promotion_moves_only_todo_cards(kb: Kanban, db: Database, status: S) ->
     if status is S.TODO:
         # The dependency finished without promoting (as after a crash): the safety net fixes it.
         with db.write() as conn:
-            conn.exec_driver_sql("UPDATE card SET status = 'done' WHERE id != ?", (card.id,))
+            conn.execute("UPDATE card SET status = 'done' WHERE id != ?", (card.id,))
     promoted = kb.promote_ready()
     assert (card.id in promoted) == (status in ALLOWED[Action.PROMOTE])
     assert kb.card(card.id).status == (S.READY if status is S.TODO else status)
@@ -102,6 +106,21 @@ def test_promotion_moves_only_todo_cards(kb: Kanban, db: Database, status: S) ->
         (move,) = status_events(db, card.id)
         assert (move["kind"], move["data"]["from"], move["data"]["to"]) == (
             "promoted", "todo", "ready")
+
+
+@pytest.mark.parametrize("status", list(CardStatus))
+def test_release_moves_only_due_scheduled_cards(kb: Kanban, db: Database, clock: FakeClock,
+                                                status: S) -> None:
+    card = put_card_in(kb, status)
+    assert kb.release_due() == []  # nothing is due yet
+    clock.advance(3600)
+    released = kb.release_due()
+    assert (card.id in released) == (status in ALLOWED[Action.RELEASE])
+    assert kb.card(card.id).status == (S.READY if status is S.SCHEDULED else status)
+    if status is S.SCHEDULED:
+        move = status_events(db, card.id)[-1]
+        assert (move["kind"], move["data"]["from"], move["data"]["to"]) == (
+            "due", "scheduled", "ready")
 
 
 # New cards and dependencies
@@ -264,6 +283,31 @@ def test_requeue_backs_off_and_claim_waits_for_run_after(
     assert kb.claim(1, lease_s=30) == []
     clock.advance(0.01)
     assert claim_one(kb).card_id == card.id
+
+
+def test_hand_back_spends_no_attempt_and_waits_for_nothing(kb: Kanban, db: Database) -> None:
+    card = kb.add_card(NewCard("interrupted by restarts", max_attempts=1))
+    for _ in range(3):
+        claim = claim_one(kb, card.id)
+        back = hand_back(kb, card.id, actor=Actor("dispatcher:1", claim.claim_token))
+        assert back.status == S.READY and back.run_after == kb.clock()
+        assert back.attempt - back.retry_base == 0  # the budget is whole again
+    last = claim_one(kb, card.id)
+    assert last.attempt == 4
+    crashed = requeue(kb, card.id, actor=worker(last))  # its one real attempt, spent
+    assert crashed.status == S.FAILED
+    assert [r["outcome"] for r in runs_of(db, card.id)] == [Outcome.HANDED_BACK] * 3 + [
+        Outcome.CRASHED]
+    assert [e["kind"] for e in status_events(db, card.id)].count("handed_back") == 3
+
+
+def test_hand_back_is_fenced(kb: Kanban) -> None:
+    card = kb.add_card(NewCard("task"))
+    stale = claim_one(kb, card.id)
+    requeue(kb, card.id)
+    claim_one(kb, card.id)
+    with pytest.raises(LeaseLost):
+        hand_back(kb, card.id, actor=worker(stale))
 
 
 def test_requeue_with_attempts_exhausted_fails_the_card(kb: Kanban, db: Database) -> None:

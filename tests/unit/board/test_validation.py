@@ -10,13 +10,14 @@ from kanban import validation as v
 from kanban.cards import NewCard
 from kanban.errors import BoardNotFound, ValidationError
 from kanban.service import Kanban
-from state.engine import Database
+from kanban.state.store import Database
 from tests.support.db import event_count, put_card_in
 
 BAD_CARDS: dict[str, tuple[dict[str, Any], str]] = {
     "empty title": ({"title": ""}, "title must not be empty"),
     "blank title": ({"title": "   "}, "title must not be empty"),
-    "oversize title": ({"title": "x" * (v.MAX_TITLE + 1)}, "title is 201 characters"),
+    "oversize title": ({"title": "x" * (v.MAX_TITLE + 1)}, f"title is {v.MAX_TITLE + 1} "
+                                                          "characters"),
     "two-line title": ({"title": "one\ntwo"}, "title must be one line"),
     "control in title": ({"title": "bell\x07"}, "title contains control characters"),
     "NUL in goal": ({"goal": "a\x00b"}, "goal contains control characters"),

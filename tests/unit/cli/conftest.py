@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
 from kanban.cli.app import app
 from kanban.service import Kanban
-from state.db import open_database
-from state.paths import DbLocation
+from kanban.state.db import open_database
+from kanban.state.paths import DbLocation
 
 TABLES = ("board", "card", "dependency", "comment", "event", "setting", "run")
 

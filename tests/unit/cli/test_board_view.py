@@ -13,8 +13,8 @@ from kanban.cards import NewCard
 from kanban.cli.views import age, render_board
 from kanban.cli.watch import watch
 from kanban.service import Kanban
-from state.db import open_database
-from state.paths import DbLocation
+from kanban.state.db import open_database
+from kanban.state.paths import DbLocation
 
 LONG = "Refactor the ingestion pipeline so that every stage reports progress " \
        "and retries transient failures with jittered backoff"

@@ -6,11 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from kanban.cli.app import app
 from kanban.service import Kanban
+from kanban.state.db import open_database
+from kanban.state.paths import DbLocation
+from kanban.state.store import Database
 from tests.unit.cli.conftest import Cli
+
+
+def cli_db(cli: Cli) -> Database:
+    return open_database(DbLocation(str(cli.db_path), "flag"))
 
 CARD_KEYS = {"id", "board", "title", "goal", "context", "status", "priority", "profile",
              "parent_id", "created_by", "attempt", "max_attempts", "timeout_s", "result",
@@ -45,10 +52,27 @@ def test_init_honours_kanban_db(tmp_path: Path) -> None:
     assert not (Path.cwd() / ".kanban").exists()
 
 
-def test_user_data_default_is_created_on_first_use(isolated_env: Path) -> None:
+def test_no_database_is_created_silently(isolated_env: Path) -> None:
+    result = CliRunner().invoke(app, ["add", "first"])
+    assert result.exit_code == 1
+    assert "no kanban database found" in result.stderr
+    assert "run `kanban init`" in result.stderr
+    assert not (isolated_env / ".local/share/kanban").exists()
+    assert not (Path.cwd() / ".kanban").exists()
+
+
+def test_a_user_wide_database_is_used_when_it_exists(isolated_env: Path) -> None:
+    target = isolated_env / ".local/share/kanban/kanban.db"
+    assert CliRunner().invoke(app, ["--db", str(target), "init"]).exit_code == 0
     result = CliRunner().invoke(app, ["add", "first"])
     assert result.exit_code == 0, result.stderr
-    assert (isolated_env / ".local/share/kanban/kanban.db").exists()
+    assert CliRunner().invoke(app, ["status", "--json"]).stdout.count(str(target)) == 1
+
+
+def test_init_writes_a_gitignore() -> None:
+    assert CliRunner().invoke(app, ["init"]).exit_code == 0
+    ignore = Path.cwd() / ".kanban" / ".gitignore"
+    assert ignore.read_text().splitlines()[-1] == "*"
 
 
 def test_add_prints_id_and_json(cli: Cli) -> None:
@@ -70,7 +94,7 @@ def test_add_on_board_from_flag_and_env(cli: Cli) -> None:
     assert cli.json("add", "flag", "--board", "ops")["board"] == "ops"
     from_env = cli("add", "env", "--json", env={"KANBAN_BOARD": "ops"})
     assert json.loads(from_env.stdout)["board"] == "ops"
-    assert [c["title"] for c in cli.json("list", "-b", "ops")["cards"]] == ["flag", "env"]
+    assert [c["title"] for c in cli.json("list", "-b", "ops")["cards"]] == ["env", "flag"]
     assert cli.json("list")["cards"] == []
 
 
@@ -80,11 +104,12 @@ def test_list_filters_and_json(cli: Cli) -> None:
     cli.ok("complete", "1", "--summary", "ok")
     cli.ok("archive", "1")
     cli.ok("block", "2", "--reason", "why")
-    assert [c["id"] for c in cli.json("list")["cards"]] == [2, 3]
-    assert [c["id"] for c in cli.json("list", "--all")["cards"]] == [1, 2, 3]
+    assert [c["id"] for c in cli.json("list")["cards"]] == [3, 2]
+    assert [c["id"] for c in cli.json("list", "--archived")["cards"]] == [3, 2, 1]
     assert [c["id"] for c in cli.json("list", "--status", "blocked", "-s", "ready")["cards"]] \
-        == [2, 3]
-    assert [c["id"] for c in cli.json("list", "--limit", "1")["cards"]] == [2]
+        == [3, 2]
+    page = cli.json("list", "--limit", "1")
+    assert ([c["id"] for c in page["cards"]], page["total"], page["more"]) == ([3], 2, 1)
     cards = cli.json("list")["cards"]
     assert cards[0].keys() >= CARD_KEYS
     table = cli.ok("list").stdout
@@ -92,7 +117,8 @@ def test_list_filters_and_json(cli: Cli) -> None:
 
 
 def test_list_empty(cli: Cli) -> None:
-    assert "no cards" in cli.ok("list").stdout
+    result = cli.ok("list")
+    assert result.stdout == "" and "no cards" in result.stderr
 
 
 def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
@@ -107,7 +133,8 @@ def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     cli.ok("comment", "1", "looks [bold]fine[/]")
     detail = cli.json("show", "1")
     assert set(detail) == {"card", "depends_on", "dependents", "children", "comments", "runs",
-                           "events"}
+                           "events", "attachments", "approvals"}
+    assert detail["approvals"] == [] and detail["card"]["workspace"] is None
     assert detail["card"]["id"] == 1
     assert detail["depends_on"] == [{"id": 2, "title": "dep", "status": "ready", "result": None}]
     assert [c["id"] for c in detail["children"]] == [4]
@@ -122,9 +149,13 @@ def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     assert "dependents" in dependents and "#3 todo blocked by dep" in dependents
 
 
-def test_show_truncates_long_context(cli: Cli) -> None:
+def test_show_cuts_long_context_only_on_a_terminal(cli: Cli) -> None:
+    from kanban.cli.plain import card_view
+
     cli.add("big", "--context", "x" * 5000)
-    assert "3,000 more characters" in cli.ok("show", "1").stdout
+    assert "x" * 5000 in cli.ok("show", "1").stdout  # piped: whole
+    detail = Kanban(cli_db(cli)).detail(1)
+    assert any("3,000 more characters" in line for line in card_view(detail, [], full=False))
 
 
 def test_log_shows_each_run(cli: Cli, kanban: Kanban) -> None:
@@ -198,8 +229,12 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert cli.ok("pause").stdout == "spawning paused globally\n"
     assert cli.ok("pause", "--board", "ops").stdout == "spawning paused on board 'ops'\n"
     status = cli.json("status")
+    assert status.pop("version") and status.pop("database") == str(cli.db_path)
+    assert status.pop("config") == str(cli.db_path.parent / "config.toml")
+    assert (status.pop("database_source"), status.pop("config_exists")) == ("flag", False)
     assert status == {"board": None, "counts": {
-        "todo": 0, "ready": 1, "running": 0, "blocked": 0, "done": 1, "failed": 0,
+        "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "blocked": 0, "done": 1,
+        "failed": 0,
         "cancelled": 0}, "total": 2, "paused_globally": True, "paused_boards": ["ops"],
         "dispatchers": [], "workers": 0, "next_fires": []}
     assert cli.json("status", "--board", "ops")["total"] == 0
@@ -228,12 +263,12 @@ def test_board_text_and_json(cli: Cli) -> None:
     cli.ok("complete", "2", "--summary", "x")
     snap = cli.json("board")
     assert set(snap) == {"board", "paused", "paused_globally", "dispatchers", "counts",
-                         "columns"}
+                         "columns", "cursor", "pending_approvals"}
     assert snap["counts"]["ready"] == 1 and snap["counts"]["done"] == 1
     assert [c["id"] for c in snap["columns"]["ready"]] == [1]
     assert set(snap["columns"]["ready"][0]) == {
-        "id", "title", "priority", "status", "created_by", "created_at", "updated_at",
-        "attempt", "heartbeat_at", "progress"}
+        "id", "title", "priority", "status", "profile", "created_by", "created_at",
+        "updated_at", "attempt", "heartbeat_at", "progress", "activity", "due_at"}
     text = cli.ok("board").stdout
     assert "board default · 2 cards · no dispatcher" in text
     assert "#1 p3" in text

@@ -1,23 +1,46 @@
-"""`make demo` runs start to end on a fresh .kanban-demo/ database: a lead, three workers."""
+"""`make demo` runs start to end on a fresh .kanban-demo/ database: a lead, three workers;
+the commands it suggests at the end work as printed."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
-import pytest
+from click.testing import CliRunner
 
-from kanban import demo
+from kanban.cli.app import app
 
 
-def test_demo_walkthrough(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_walkthrough() -> None:
     stale = Path.cwd() / ".kanban-demo" / "kanban.db"
     stale.parent.mkdir()
     stale.write_text("left over from an earlier run")  # the demo starts afresh
-    demo.main()
-    out = capsys.readouterr().out
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    done = subprocess.run([sys.executable, "-P", "-m", "kanban.cli.demo"], env=env,
+                          capture_output=True, text=True, timeout=300)  # as `make demo` runs
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     assert "$ kanban init\nkanban database created at" in out
     assert "The lead's answer\nAnswer for: Write a one-page guide" in out
     assert "board default · 4 cards · no dispatcher" in out
-    assert "todo 0           ready 0         running 0       blocked 0       done 4" in out
+    assert "done 4\n" in out
     for child in ("#2 done Research:", "#3 done Outline:", "#4 done Draft:"):
         assert child in out  # the lead's tree in `kanban show 1`
+    folder = Path.cwd() / ".kanban-demo" / "workspaces" / "default" / "1"
+    assert f"$ kanban workspace 2  (the children share the lead's folder)\n{folder}\n" in out
+    assert "The workers wrote: draft.md, outline.md, research.md" in out
+    assert "Wrote draft.md" in out
+    draft = (folder / "draft.md").read_text()
+    assert draft.startswith("# Draft: Write a one-page guide") and "## From #2 Research" in draft
+    suggested = [line.strip() for line in out.split("\nNext: ", 1)[1].splitlines()
+                 if line.startswith("  .venv/bin/kanban ")]
+    assert len(suggested) >= 5
+    runner = CliRunner()
+    for line in suggested:
+        args = shlex.split(line)[1:]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (line, result.stderr)
+        assert result.stdout.strip(), line

@@ -8,7 +8,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from kanban.cards import NewCard
 from kanban.cli.app import app
@@ -34,7 +34,7 @@ def test_unknown_card(two_cards: Cli) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["add", ""], "title must not be empty"),
     (["add", "   "], "title must not be empty"),
-    (["add", "x" * 201], "title is 201 characters; the limit is 200"),
+    (["add", "x" * 501], "title is 501 characters; the limit is 500"),
     (["add", "two\nlines"], "title must be one line"),
     (["add", "bell\x07"], "title contains control characters"),
     (["add", "ok", "--goal", "g" * 20_001], "goal is 20,001 characters; the limit is 20,000"),
@@ -42,7 +42,8 @@ def test_unknown_card(two_cards: Cli) -> None:
     (["add", "ok", "--max-attempts", "0"], "max attempts must be between 1 and 100"),
     (["add", "ok", "--timeout", "0.5"], "timeout must be between 1 and 604800"),
     (["add", "ok", "--depends-on", "42"], "no card #42"),
-    (["add", "ok", "--profile", "coder"], "unknown profile 'coder' (known: default)"),
+    (["add", "ok", "--profile", "coder"],
+     "unknown profile 'coder' (known: bash, default, general, lead)"),
     (["comment", "1", " "], "comment must not be empty"),
 ])
 def test_invalid_card_values(two_cards: Cli, args: list[str], message: str) -> None:
@@ -110,8 +111,8 @@ def test_missing_database(tmp_path: Path) -> None:
     for target in (tmp_path / "nonexistent" / "x.db", Path("/nonexistent/x.db")):
         result = runner.invoke(app, ["--db", str(target), "list"])
         assert result.exit_code == 1
-        assert result.stderr == (f"kanban: error: no kanban database at {target} "
-                                 "(run `kanban init` to create one)\n")
+        assert result.stderr == (f"kanban: error: no kanban database at {target} (from --db): "
+                                 f"create it with `kanban --db {target} init`\n")
         assert not target.exists()
 
 
@@ -181,7 +182,7 @@ def test_unexpected_error_is_one_line(cli: Cli, monkeypatch: pytest.MonkeyPatch)
     def boom(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(Kanban, "list_cards", boom)
+    monkeypatch.setattr(Kanban, "card_page", boom)
     result = cli("list")
     assert result.exit_code == 1
     assert result.stderr == ("kanban: error: unexpected RuntimeError: disk on fire "
@@ -196,9 +197,9 @@ def test_keyboard_interrupt_exits_130_quietly(cli: Cli, monkeypatch: pytest.Monk
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Kanban, "list_cards", interrupted)
+    monkeypatch.setattr(Kanban, "card_page", interrupted)
     result = cli("list")
-    assert (result.exit_code, result.stderr) == (130, "")
+    assert (result.exit_code, result.stderr.strip()) == (130, "")
 
 
 def test_main_reports_errors_as_one_line(tmp_path: Path,

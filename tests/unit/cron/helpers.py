@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cron.schedule import Schedule, next_fire_after
+from kanban.cron.schedule import Schedule, next_fire_after
 
 
 def fires_between(

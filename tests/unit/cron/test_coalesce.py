@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cron.schedule import MISSED_COUNT_CAP, coalesce, next_fire_after, parse_schedule
+from kanban.cron.schedule import MISSED_COUNT_CAP, coalesce, next_fire_after, parse_schedule
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from cron.schedule import parse_schedule
+from kanban.cron.schedule import parse_schedule
 from tests.unit.cron.helpers import fires_between
 
 BERLIN = ZoneInfo("Europe/Berlin")  # 2025-03-30 02:00->03:00, 2025-10-26 03:00->02:00

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from cron.schedule import first_fire, next_fire_after, parse_schedule
+from kanban.cron.schedule import first_fire, next_fire_after, parse_schedule
 from tests.unit.cron.helpers import fires_between
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)  # a monday

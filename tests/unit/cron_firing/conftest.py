@@ -10,15 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
-import typer
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
-from kanban.cli.app import root
-from kanban.cli.cron import cron_app
-from kanban.cli.errors import KanbanGroup
-from kanban.cron_jobs import CronJobs
-from state.engine import Database
+from kanban.cli.app import app as kanban_app
+from kanban.cron.service import CronJobs
+from kanban.state.store import Database
 from tests.support.db import FakeClock
 
 TABLES = ("board", "card", "cron_job", "event")
@@ -29,12 +27,9 @@ def jobs(db: Database, clock: FakeClock) -> CronJobs:
     return CronJobs(db, clock=clock)
 
 
-def cli_app() -> typer.Typer:
-    """The real root callback with the cron group, as `app.add_typer(cron_app, ...)` wires it."""
-    app = typer.Typer(cls=KanbanGroup, pretty_exceptions_enable=False)
-    app.callback()(root)
-    app.add_typer(cron_app, name="cron")
-    return app
+def cli_app() -> click.Group:
+    """The real `kanban` command (its `cron` group loads on first use)."""
+    return kanban_app
 
 
 @dataclass
@@ -42,7 +37,7 @@ class CronCli:
     """Runs `kanban --db PATH cron ...` in-process."""
 
     db_path: Path
-    app: typer.Typer
+    app: click.Group
     runner: CliRunner
 
     def __call__(self, *args: str) -> Result:

@@ -6,14 +6,10 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-
-from kanban.cron_jobs import CronJobRecord, get_job
-from state.engine import Database
-from state.models import Card, Event
-
-card_t = Card.__table__
-event_t = Event.__table__
+from kanban.cron.jobs import CronJobRecord
+from kanban.cron.store import get_job
+from kanban.state.rows import with_times
+from kanban.state.store import Database
 
 
 def job(db: Database, name: str) -> CronJobRecord:
@@ -24,9 +20,9 @@ def job(db: Database, name: str) -> CronJobRecord:
 def cards_of(db: Database, name: str) -> list[dict[str, Any]]:
     """Every card the job created, oldest first."""
     with db.read() as conn:
-        rows = conn.execute(select(card_t).where(card_t.c.created_by == f"cron:{name}")
-                            .order_by(card_t.c.id)).mappings()
-        return [dict(r) for r in rows]
+        rows = conn.maps("SELECT * FROM card WHERE created_by = :by ORDER BY id",
+                         {"by": f"cron:{name}"})
+        return [with_times(r) for r in rows]
 
 
 def created_at(db: Database, name: str) -> list[datetime]:
@@ -36,6 +32,5 @@ def created_at(db: Database, name: str) -> list[datetime]:
 def events(db: Database, kind: str) -> list[dict[str, Any]]:
     """Events of one kind, oldest first, with `data` decoded."""
     with db.read() as conn:
-        rows = conn.execute(select(event_t).where(event_t.c.kind == kind)
-                            .order_by(event_t.c.id)).mappings()
-        return [{**r, "data": json.loads(r["data"])} for r in rows]
+        rows = conn.maps("SELECT * FROM event WHERE kind = :kind ORDER BY id", {"kind": kind})
+        return [{**with_times(r), "data": json.loads(r["data"])} for r in rows]

@@ -7,49 +7,53 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import click
 import pytest
-import typer.main
-from rich.console import Console
-from typer.core import TyperGroup
 
-from cron.firing import fire_due_jobs
-from kanban.cli.cron import upcoming_view
-from kanban.cron_jobs import CronJobs, NewCronJob, next_fires
+from kanban.cli.plain import cron_lines
+from kanban.cron.firing import fire_due_jobs
+from kanban.cron.jobs import JobSpec
+from kanban.cron.service import CronJobs, next_fires
 from kanban.service import Kanban
-from state.engine import Database
+from kanban.state.store import Database
 from tests.unit.cron_firing.conftest import CronCli, cli_app
 from tests.unit.cron_firing.helpers import cards_of, events, job
 
-JOB_KEYS = {"id", "name", "board", "schedule", "timezone", "title", "goal", "profile",
-            "enabled", "overlap", "next_fire_at", "last_fire_at", "last_card_id", "created_at"}
-COMMANDS = {"cron", "cron add", "cron list", "cron show", "cron rm", "cron enable",
-            "cron disable", "cron run"}
+JOB_KEYS = {"id", "name", "board", "kind", "schedule", "timezone", "title", "goal", "script",
+            "context_from", "profile", "model", "toolsets", "timeout_s", "max_attempts",
+            "workspace", "priority", "deliver", "catch_up", "jitter_s", "enabled", "overlap",
+            "next_fire_at", "last_fire_at", "last_card_id", "created_at", "skills"}
+COMMANDS = {"cron", "cron add", "cron edit", "cron list", "cron show", "cron history",
+            "cron rm", "cron enable", "cron disable", "cron run", "cron tick", "cron redeliver"}
 
 
 def walk(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     yield path, command
-    if isinstance(command, TyperGroup):
-        for name, sub in command.commands.items():
-            yield from walk(sub, f"{path} {name}".strip())
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            yield from walk(command.get_command(ctx, name), f"{path} {name}".strip())
 
 
 def test_every_command_and_option_has_help() -> None:
-    commands = dict(walk(typer.main.get_command(cli_app())))
+    commands = dict(walk(cli_app()))
     assert set(commands) >= COMMANDS
     for path in COMMANDS:
         command = commands[path]
         assert (command.help or "").strip(), f"`kanban {path}` has no help"
         for param in command.params:
-            assert (getattr(param, "help", None) or "").strip(), f"{path}: {param.name}"
+            if isinstance(param, click.Option):
+                assert (param.help or "").strip(), f"{path}: {param.name}"
 
 
 def test_add_prints_the_next_fire(cli: CronCli) -> None:
     out = cli.ok("add", "poll", "--schedule", "every 2h", "--goal", "poll the feed").stdout
-    assert out.startswith("cron job 'poll' added; next fire ") and out.endswith(" UTC\n")
+    assert out.startswith("cron job 'poll' added (agent); next fire ") and out.endswith(" UTC\n")
 
 
 def test_add_json_has_every_option(cli: CronCli, kb: Kanban) -> None:
     kb.create_board("ops")
+    (cli.db_path.parent / "config.toml").write_text("[profiles.writer]\n")
     added = cli.json("add", "standup", "-s", "0 9 * * mon-fri", "--goal", "agenda",
                      "--title", "Stand-up", "--board", "ops", "--profile", "writer",
                      "--tz", "Europe/Berlin", "--overlap", "allow")
@@ -77,9 +81,10 @@ def job_board(cli: CronCli) -> str:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["-s", "61 * * * *"], "invalid cron expression '61 * * * *': minute must be 0-59, got 61"),
+    (["-s", "61 * * * *"], "invalid cron expression '61 * * * *': minute: the last value (61) "
+                           "is higher than the maximum value (59)"),
     (["-s", "* * * *"], "expected 5 fields (minute hour day-of-month month day-of-week), got 4"),
-    (["-s", "0 0 31 2 *"], "day of month 31 never occurs in feb"),
+    (["-s", "0 0 31 2 *"], "invalid cron expression '0 0 31 2 *': it never fires"),
     (["-s", "@sometimes"], "unknown alias"),
     (["-s", "every 5 parsecs"], "unknown unit 'parsecs' (use s, m, h, d or w)"),
     (["-s", "every 0s"], "interval must be positive"),
@@ -101,7 +106,9 @@ def test_each_invalid_schedule_is_one_clear_line(cli: CronCli, args: list[str],
 @pytest.mark.parametrize(("args", "message"), [
     (["bad name"], "invalid cron job name 'bad name'"),
     (["job", "--board", "nowhere"], "no board named 'nowhere'"),
-    (["job", "--profile", "a b"], "invalid profile name 'a b'"),
+    (["job", "--profile", "a b"], "unknown profile 'a b'"),
+    (["job", "--profile", "nosuch"], "unknown profile 'nosuch' (known: bash, default, general, "
+                                       "lead)"),
 ])
 def test_other_invalid_jobs_are_one_clear_line(cli: CronCli, args: list[str],
                                                message: str) -> None:
@@ -130,6 +137,7 @@ def test_list_text_and_json(cli: CronCli) -> None:
     cli.ok("disable", "poll")
     text = cli.ok("list").stdout
     assert "nightly" in text and "cron 30 2 * * *" in text and "(Europe/Berlin)" in text
+    assert "agent" in text
     assert "every 15 minutes" in text and "disabled" in text
     listed = cli.json("list")
     assert [j["name"] for j in listed["jobs"]] == ["nightly", "poll"]
@@ -143,18 +151,20 @@ def test_show_text_and_json(cli: CronCli, kb: Kanban) -> None:
     fired = cli.json("run", "poll")
     kb.complete(fired["card_id"], "nothing new")
     shown = cli.json("show", "poll")
-    assert set(shown) == {"job", "description", "next_fires", "cards"}
+    assert set(shown) == {"job", "description", "next_fires", "fires", "undelivered"}
     assert shown["description"] == "every hour"
     times = [datetime.fromisoformat(t) for t in shown["next_fires"]]
     assert len(times) == 5
     assert [b - a for a, b in zip(times, times[1:], strict=False)] == [timedelta(hours=1)] * 4
-    assert shown["cards"] == [{
-        "id": fired["card_id"], "title": "Poll", "status": "done", "result": "nothing new",
-        "error": None, "outcome": None, "created_at": shown["cards"][0]["created_at"],
-        "finished_at": shown["cards"][0]["finished_at"]}]
+    [fire] = shown["fires"]
+    assert fire == {**fire, "outcome": "fired", "manual": True, "card_id": fired["card_id"],
+                    "card_status": "done", "result": "nothing new", "error": None,
+                    "deliveries": []}
+    assert shown["undelivered"] == []
     text = cli.ok("show", "poll").stdout
     assert "cron job poll" in text and "every hour" in text and "next fires:" in text
-    assert f"#{fired['card_id']}" in text and "nothing new" in text
+    words = " ".join(text.split())  # a narrow terminal folds the result column
+    assert f"#{fired['card_id']} run" in words and "nothing new" in words
 
 
 def test_rm_enable_disable(cli: CronCli, db: Database) -> None:
@@ -188,7 +198,7 @@ def test_run_creates_a_card_now(cli: CronCli, db: Database) -> None:
 
 def test_a_spent_one_shot_cannot_be_enabled(cli: CronCli, db: Database) -> None:
     then = datetime(2025, 1, 1, tzinfo=UTC)
-    CronJobs(db, clock=lambda: then).add(NewCronJob("once", "in 1m", goal="g"))
+    CronJobs(db, clock=lambda: then).add(JobSpec("once", "in 1m", goal="g"))
     fire_due_jobs(db, then + timedelta(minutes=2))
     assert "one-shot for 2025-01-01 00:01:00 UTC, which has passed" in cli.fails("enable", "once")
 
@@ -196,16 +206,13 @@ def test_a_spent_one_shot_cannot_be_enabled(cli: CronCli, db: Database) -> None:
 def test_upcoming_view_for_kanban_status(db: Database) -> None:
     start = datetime(2025, 1, 1, 12, tzinfo=UTC)
     jobs = CronJobs(db, clock=lambda: start)
-    jobs.add(NewCronJob("berlin", "30 14 * * *", timezone="Europe/Berlin"))
-    jobs.add(NewCronJob("poll", "every 1h"))
-    console = Console(record=True, width=80)
-    console.print(upcoming_view(next_fires(db, start + timedelta(hours=1, minutes=1), 3),
-                                start + timedelta(hours=1, minutes=1)))
-    assert console.export_text().splitlines() == [
+    jobs.add(JobSpec("berlin", "30 14 * * *", timezone="Europe/Berlin"))
+    jobs.add(JobSpec("poll", "every 1h"))
+    assert cron_lines(next_fires(db, start + timedelta(hours=1, minutes=1), 3),
+                      start + timedelta(hours=1, minutes=1)) == [
         "next cron fires:",
         "  2025-01-01 13:00 UTC  poll on default (overdue: no dispatcher fired it)",
         "  2025-01-01 14:30 CET  berlin on default",
         "  2025-01-01 14:00 UTC  poll on default",
     ]
-    console.print(upcoming_view([], start))
-    assert console.export_text().strip() == "cron: nothing scheduled"
+    assert cron_lines([], start) == ["cron: nothing scheduled"]

@@ -7,25 +7,23 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import update
 
-from cron.firing import FireOutcome, fire_due_jobs, fire_job_now
-from kanban import cron_jobs
-from kanban.cron_jobs import CronJobDisabled, CronJobNotFound, CronJobs, NewCronJob
+from kanban.cron import store
+from kanban.cron.firing import FireOutcome, fire_due_jobs, fire_job_now
+from kanban.cron.jobs import CronJobDisabled, CronJobNotFound, JobSpec
+from kanban.cron.service import CronJobs
 from kanban.service import Kanban
-from state.engine import Database
-from state.models import CronJob
+from kanban.state.store import Database
 from tests.support.db import FakeClock, claim_one
 from tests.unit.cron_firing.helpers import cards_of, created_at, events, job
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 BERLIN = ZoneInfo("Europe/Berlin")
-cron_t = CronJob.__table__
 
 
 def test_every_minute_for_an_hour_fires_sixty_times(jobs: CronJobs, db: Database) -> None:
-    jobs.add(NewCronJob("tick", "* * * * *", goal="tick", overlap="allow"))
+    jobs.add(JobSpec("tick", "* * * * *", goal="tick", overlap="allow"))
     rng = random.Random(20250101)
     fired = []
     for minute in range(61):  # 12:00 .. 13:00 inclusive, plus random moments in between
@@ -47,7 +45,7 @@ def test_every_minute_for_an_hour_fires_sixty_times(jobs: CronJobs, db: Database
 def test_a_fire_creates_the_jobs_card_and_event(jobs: CronJobs, kb: Kanban, db: Database,
                                                 clock: FakeClock) -> None:
     kb.create_board("ops")
-    jobs.add(NewCronJob("report", "every 1h", goal="write the report", title="Hourly report",
+    jobs.add(JobSpec("report", "every 1h", goal="write the report", title="Hourly report",
                         board="ops", profile="writer"))
     assert fire_due_jobs(db, clock.advance(3599)) == []
     [result] = fire_due_jobs(db, clock.advance(1))
@@ -68,7 +66,7 @@ def test_a_fire_creates_the_jobs_card_and_event(jobs: CronJobs, kb: Kanban, db: 
 
 @pytest.mark.parametrize("spec", ["* * * * *", "every 1m"])
 def test_downtime_across_ten_slots_fires_once(jobs: CronJobs, db: Database, spec: str) -> None:
-    jobs.add(NewCronJob("tick", spec))
+    jobs.add(JobSpec("tick", spec))
     back = T0 + 10 * MINUTE + timedelta(seconds=30)  # 12:01 .. 12:10 were missed
     [result] = fire_due_jobs(db, back)
     assert result.slots == 10 and result.scheduled_at == T0 + MINUTE
@@ -96,7 +94,7 @@ def _utc(*args: int) -> str:
 def test_daylight_saving_changes_fire_once_a_day(db: Database, start: datetime,
                                                  slots: list[str]) -> None:
     CronJobs(db, clock=lambda: start).add(
-        NewCronJob("night", "30 2 * * *", timezone="Europe/Berlin", overlap="allow"))
+        JobSpec("night", "30 2 * * *", timezone="Europe/Berlin", overlap="allow"))
     now, end = start, start + timedelta(days=len(slots))
     while now < end:  # a dispatcher ticking every 10 minutes
         now += timedelta(minutes=10)
@@ -109,7 +107,7 @@ def test_daylight_saving_changes_fire_once_a_day(db: Database, start: datetime,
 def test_the_spring_forward_slot_is_shifted_by_the_gap(db: Database) -> None:
     start = datetime(2025, 3, 29, 12, tzinfo=UTC)
     CronJobs(db, clock=lambda: start).add(
-        NewCronJob("night", "30 2 * * *", timezone="Europe/Berlin"))
+        JobSpec("night", "30 2 * * *", timezone="Europe/Berlin"))
     [saturday] = fire_due_jobs(db, datetime(2025, 3, 30, 1, 30, tzinfo=UTC))  # 03:30 CEST
     assert saturday.scheduled_at == datetime(2025, 3, 30, 1, 30, tzinfo=UTC)
     assert saturday.next_fire_at == datetime(2025, 3, 31, 0, 30, tzinfo=UTC)  # 02:30 CEST
@@ -118,7 +116,7 @@ def test_the_spring_forward_slot_is_shifted_by_the_gap(db: Database) -> None:
 def test_the_fall_back_repeat_does_not_fire_again(db: Database, kb: Kanban) -> None:
     start = datetime(2025, 10, 25, 12, tzinfo=UTC)
     CronJobs(db, clock=lambda: start).add(
-        NewCronJob("night", "30 2 * * *", timezone="Europe/Berlin", overlap="allow"))
+        JobSpec("night", "30 2 * * *", timezone="Europe/Berlin", overlap="allow"))
     [first] = fire_due_jobs(db, datetime(2025, 10, 26, 0, 30, tzinfo=UTC))  # 02:30 CEST
     assert first.next_fire_at == datetime(2025, 10, 27, 1, 30, tzinfo=UTC)  # 02:30 CET, Monday
     assert fire_due_jobs(db, datetime(2025, 10, 26, 1, 31, tzinfo=UTC)) == []  # 02:31 CET
@@ -126,7 +124,7 @@ def test_the_fall_back_repeat_does_not_fire_again(db: Database, kb: Kanban) -> N
 
 def test_overlap_skip_waits_for_the_previous_card(jobs: CronJobs, kb: Kanban, db: Database,
                                                   clock: FakeClock) -> None:
-    jobs.add(NewCronJob("tick", "* * * * *"))
+    jobs.add(JobSpec("tick", "* * * * *"))
     [fired] = fire_due_jobs(db, clock.advance(60))
     claim_one(kb, fired.card_id)  # running: unfinished
     [skipped] = fire_due_jobs(db, clock.advance(60))
@@ -145,7 +143,7 @@ def test_overlap_skip_waits_for_the_previous_card(jobs: CronJobs, kb: Kanban, db
 @pytest.mark.parametrize("finish", ["complete", "cancel"])
 def test_overlap_skip_fires_after_any_finish(jobs: CronJobs, kb: Kanban, db: Database,
                                              clock: FakeClock, finish: str) -> None:
-    jobs.add(NewCronJob("tick", "* * * * *"))
+    jobs.add(JobSpec("tick", "* * * * *"))
     [fired] = fire_due_jobs(db, clock.advance(60))
     if finish == "complete":
         kb.complete(fired.card_id, "done")  # type: ignore[arg-type]
@@ -156,7 +154,7 @@ def test_overlap_skip_fires_after_any_finish(jobs: CronJobs, kb: Kanban, db: Dat
 
 def test_overlap_allow_fires_while_the_previous_card_runs(jobs: CronJobs, kb: Kanban,
                                                           db: Database, clock: FakeClock) -> None:
-    jobs.add(NewCronJob("tick", "* * * * *", overlap="allow"))
+    jobs.add(JobSpec("tick", "* * * * *", overlap="allow"))
     [first] = fire_due_jobs(db, clock.advance(60))
     claim_one(kb, first.card_id)
     [second] = fire_due_jobs(db, clock.advance(60))
@@ -172,7 +170,7 @@ def test_overlap_allow_fires_while_the_previous_card_runs(jobs: CronJobs, kb: Ka
 ])
 def test_a_one_shot_fires_once_then_disables_itself(jobs: CronJobs, db: Database, spec: str,
                                                     zone: str, due: datetime) -> None:
-    jobs.add(NewCronJob("once", spec, timezone=zone))
+    jobs.add(JobSpec("once", spec, timezone=zone))
     assert fire_due_jobs(db, due - timedelta(seconds=1)) == []
     [result] = fire_due_jobs(db, due + timedelta(seconds=5))
     assert result.scheduled_at == due and result.slots == 1 and result.next_fire_at is None
@@ -186,8 +184,8 @@ def test_a_one_shot_fires_once_then_disables_itself(jobs: CronJobs, db: Database
 def test_fire_only_the_jobs_of_one_board(jobs: CronJobs, kb: Kanban, db: Database,
                                          clock: FakeClock) -> None:
     kb.create_board("ops")
-    jobs.add(NewCronJob("here", "* * * * *"))
-    jobs.add(NewCronJob("there", "* * * * *", board="ops"))
+    jobs.add(JobSpec("here", "* * * * *"))
+    jobs.add(JobSpec("there", "* * * * *", board="ops"))
     now = clock.advance(60)
     assert [r.job for r in fire_due_jobs(db, now, board="ops")] == ["there"]
     assert [r.job for r in fire_due_jobs(db, now)] == ["here"]
@@ -195,17 +193,17 @@ def test_fire_only_the_jobs_of_one_board(jobs: CronJobs, kb: Kanban, db: Databas
 
 def test_a_stale_compare_and_set_changes_nothing(jobs: CronJobs, db: Database,
                                                  clock: FakeClock) -> None:
-    jobs.add(NewCronJob("tick", "* * * * *"))
+    jobs.add(JobSpec("tick", "* * * * *"))
     seen = job(db, "tick")
     fire_due_jobs(db, clock.advance(60))  # another dispatcher fired first
     with db.write() as conn:
-        assert not cron_jobs.advance(conn, seen, seen.next_fire_at + MINUTE)  # type: ignore[operator]
+        assert not store.advance(conn, seen, seen.next_fire_at + MINUTE)  # type: ignore[operator]
     assert job(db, "tick").next_fire_at == T0 + 2 * MINUTE
 
 
 def test_run_fires_now_without_moving_the_schedule(jobs: CronJobs, kb: Kanban, db: Database,
                                                    clock: FakeClock) -> None:
-    jobs.add(NewCronJob("nightly", "0 2 * * *", goal="report"))
+    jobs.add(JobSpec("nightly", "0 2 * * *", goal="report"))
     result = fire_job_now(db, "nightly", clock.advance(5))
     assert result.outcome is FireOutcome.FIRED and result.slots == 0
     assert result.scheduled_at is None
@@ -223,7 +221,7 @@ def test_run_fires_now_without_moving_the_schedule(jobs: CronJobs, kb: Kanban, d
 
 
 def test_run_refuses_disabled_and_unknown_jobs(jobs: CronJobs, db: Database) -> None:
-    jobs.add(NewCronJob("nightly", "@daily"))
+    jobs.add(JobSpec("nightly", "@daily"))
     jobs.disable("nightly")
     with pytest.raises(CronJobDisabled, match="cron job 'nightly' is disabled"):
         fire_job_now(db, "nightly", T0)
@@ -234,10 +232,10 @@ def test_run_refuses_disabled_and_unknown_jobs(jobs: CronJobs, db: Database) -> 
 
 def test_a_job_whose_card_cannot_be_made_steps_past_the_slot(jobs: CronJobs, db: Database,
                                                              clock: FakeClock) -> None:
-    jobs.add(NewCronJob("broken", "* * * * *"))
-    jobs.add(NewCronJob("fine", "* * * * *"))
+    jobs.add(JobSpec("broken", "* * * * *"))
+    jobs.add(JobSpec("fine", "* * * * *"))
     with db.write() as conn:  # a row no longer valid, as if written by hand
-        conn.execute(update(cron_t).where(cron_t.c.name == "broken").values(title=""))
+        conn.execute("UPDATE cron_job SET title = '' WHERE name = 'broken'")
     results = fire_due_jobs(db, clock.advance(60))
     assert [(r.job, r.outcome) for r in results] == [("broken", FireOutcome.FAILED),
                                                      ("fine", FireOutcome.FIRED)]
@@ -250,9 +248,9 @@ def test_a_job_whose_card_cannot_be_made_steps_past_the_slot(jobs: CronJobs, db:
 
 def test_an_unreadable_schedule_disables_the_job(jobs: CronJobs, db: Database,
                                                  clock: FakeClock) -> None:
-    jobs.add(NewCronJob("broken", "* * * * *"))
+    jobs.add(JobSpec("broken", "* * * * *"))
     with db.write() as conn:
-        conn.execute(update(cron_t).where(cron_t.c.name == "broken").values(timezone="Nowhere"))
+        conn.execute("UPDATE cron_job SET timezone = 'Nowhere' WHERE name = 'broken'")
     [result] = fire_due_jobs(db, clock.advance(60))
     assert result.outcome is FireOutcome.FAILED and result.reason == "unknown timezone 'Nowhere'"
     assert not job(db, "broken").enabled

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from agent import ToolCall, ToolResult, ToolSpec
-from state.errors import KanbanError
-from tools import Tool, Toolbox, ToolDefinitionError, ToolRegistry
+from kanban.agent import ToolCall, ToolResult, ToolSpec
+from kanban.state.errors import KanbanError
+from kanban.tools import Tool, Toolbox, ToolDefinitionError, ToolRegistry
 
 COMMENT_SCHEMA = {
     "type": "object",

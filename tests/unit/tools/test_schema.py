@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tools import validate
+from kanban.tools import validate
 
 CARD = {
     "type": "object",

@@ -1,0 +1,401 @@
+"""PostgreSQL rows: add→claim latency and claim+complete cycles/s, side by side with
+procrastinate and pgqueuer on the same server, each in a database of its own.
+
+- add→claim: a card is added (committed) while a claimer waits the way the dispatcher does
+  (LISTEN/NOTIFY watcher, then one claim statement); the others run their own worker
+  (procrastinate's Worker, pgqueuer's QueueManager) and a task records when it starts.
+- cycles/s: take one ready item and finish it, in a loop, in 1 and 8 processes: kanban's
+  claim (runs and events included) and fenced complete; procrastinate's fetch_job and
+  finish_job; pgqueuer's dequeue and log_jobs.
+
+Rows are left out where no server answers on 127.0.0.1:5432 or a package is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import timedelta
+from pathlib import Path
+
+from bench.common import Sizes, percentile
+from bench.report import Goal, Row
+
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+PROCS = (1, 8)
+BATCH = 1  # one card per claim: a cycle is one claim and one complete
+FILL_PER_SECOND = 6000  # queue items per second of the time box: it should not run dry
+
+
+def available() -> str | None:
+    """None if the PostgreSQL rows can run, else why not."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed"
+    try:
+        psycopg.connect(ADMIN_URL, connect_timeout=2).close()
+    except psycopg.Error as exc:
+        return f"no PostgreSQL server on 127.0.0.1:5432 ({str(exc).strip().splitlines()[0]})"
+    return None
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    import psycopg
+
+    name = f"bench_{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- kanban -------------------------------------------------------------------------------
+
+def _kanban_fill(url: str, cards: int) -> None:
+    from kanban.cards import NewCard
+    from kanban.service import Kanban
+    from kanban.state import DbLocation, open_database
+
+    db = open_database(DbLocation(url, "flag"))
+    try:
+        kb = Kanban(db)
+        kb.ensure_board("default")
+        with db.write() as conn:
+            from kanban.cards import add_card
+
+            now = kb.clock()
+            for i in range(cards):
+                add_card(conn, NewCard(title=f"bench {i}"), now)
+    finally:
+        db.dispose()
+
+
+def _kanban_cycles(url: str, seconds: float, start_at: float) -> tuple[int, float, float]:
+    from kanban.service import Kanban
+    from kanban.state import DbLocation, open_database
+    from kanban.transitions import Actor
+
+    db = open_database(DbLocation(url, "flag"))
+    kb = Kanban(db)
+    done = 0
+    try:
+        began = _wait_for(start_at)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            batch = kb.claim(BATCH, lease_s=60)
+            if not batch:
+                break
+            for claim in batch:
+                kb.complete(claim.card_id, "ok",
+                            actor=Actor(f"card:#{claim.card_id}", claim.claim_token))
+                done += 1
+    finally:
+        db.dispose()
+    return done, began, time.time()
+
+
+def _kanban_latency(url: str, samples: int) -> list[float]:
+    from kanban.cards import NewCard
+    from kanban.dispatcher.wake import change_watcher
+    from kanban.service import Kanban
+    from kanban.state import DbLocation, open_database
+
+    db = open_database(DbLocation(url, "flag"))
+    kb = Kanban(db)
+    kb.ensure_board("default")
+    watcher = change_watcher(db)
+    claimed: dict[int, float] = {}
+    stop = threading.Event()
+    wake = threading.Event()
+
+    def claimer() -> None:  # the dispatcher's way: wait for a notification, claim
+        while not stop.is_set():
+            for claim in kb.claim(4, lease_s=60):
+                claimed[claim.card_id] = time.perf_counter()
+            watcher.wait(1.0, wake)
+            wake.clear()
+
+    thread = threading.Thread(target=claimer, daemon=True)
+    try:
+        assert watcher.listening.wait(10)  # type: ignore[union-attr]
+        thread.start()
+        latencies = []
+        for i in range(samples):
+            card = kb.add_card(NewCard(title=f"latency {i}"))
+            added = time.perf_counter()
+            _wait(lambda card=card: card.id in claimed, f"kanban claim of #{card.id}")
+            latencies.append((claimed[card.id] - added) * 1000)
+        return latencies
+    finally:
+        stop.set()
+        wake.set()
+        thread.join(timeout=5)
+        watcher.close()
+        db.dispose()
+
+
+# --- procrastinate ------------------------------------------------------------------------
+
+def _procrastinate_app(url: str):  # type: ignore[no-untyped-def]
+    import procrastinate
+
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+
+def _procrastinate_fill(url: str, jobs: int) -> None:
+    from procrastinate import jobs as jobs_module
+
+    async def fill() -> None:
+        app = _procrastinate_app(url)
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            batch = [jobs_module.Job(id=None, queue="default", lock=None, queueing_lock=None,
+                                     task_name="bench") for _ in range(jobs)]
+            for start in range(0, jobs, 500):
+                await app.job_manager.batch_defer_jobs_async(batch[start:start + 500])
+
+    asyncio.run(fill())
+
+
+def _procrastinate_cycles(url: str, seconds: float, start_at: float) -> tuple[int, float, float]:
+    from procrastinate.jobs import Status
+
+    async def cycles() -> tuple[int, float, float]:
+        app = _procrastinate_app(url)
+        done = 0
+        async with app.open_async():
+            manager = app.job_manager
+            worker_id = await manager.register_worker()
+            began = _wait_for(start_at)
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                job = await manager.fetch_job(queues=None, worker_id=worker_id)
+                if job is None:
+                    break
+                await manager.finish_job(job, Status.SUCCEEDED, delete_job=False)
+                done += 1
+        return done, began, time.time()
+
+    return asyncio.run(cycles())
+
+
+def _procrastinate_latency(url: str, samples: int) -> list[float]:
+    async def measure() -> list[float]:
+        app = _procrastinate_app(url)
+        started: dict[int, float] = {}
+
+        @app.task(name="probe", pass_context=True)
+        async def probe(context, n: int) -> None:  # type: ignore[no-untyped-def]
+            started[n] = time.perf_counter()
+
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            worker = asyncio.create_task(app.run_worker_async(
+                concurrency=1, wait=True, install_signal_handlers=False,
+                listen_notify=True, fetch_job_polling_interval=5.0))
+            await asyncio.sleep(0.5)  # the worker listening
+            latencies = []
+            for n in range(samples):
+                await probe.defer_async(n=n)
+                added = time.perf_counter()
+                while n not in started:
+                    await asyncio.sleep(0.0002)
+                latencies.append((started[n] - added) * 1000)
+            worker.cancel()
+            with suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(worker, timeout=10)
+            return latencies
+
+    return asyncio.run(measure())
+
+
+# --- pgqueuer -----------------------------------------------------------------------------
+
+async def _pgqueuer(url: str):  # type: ignore[no-untyped-def]
+    import psycopg
+    from pgqueuer.queries import Queries
+
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    return conn, Queries.from_psycopg_connection(conn)
+
+
+def _pgqueuer_fill(url: str, jobs: int) -> None:
+    async def fill() -> None:
+        conn, queries = await _pgqueuer(url)
+        try:
+            await queries.install()
+            for start in range(0, jobs, 500):
+                n = min(500, jobs - start)
+                await queries.enqueue(["bench"] * n, [None] * n, [0] * n)
+        finally:
+            await conn.close()
+
+    asyncio.run(fill())
+
+
+def _pgqueuer_cycles(url: str, seconds: float, start_at: float) -> tuple[int, float, float]:
+    from pgqueuer.queries import EntrypointExecutionParameter
+
+    async def cycles() -> tuple[int, float, float]:
+        conn, queries = await _pgqueuer(url)
+        done = 0
+        manager = uuid.uuid4()
+        entrypoints = {"bench": EntrypointExecutionParameter(concurrency_limit=0)}
+        try:
+            began = _wait_for(start_at)
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                jobs = await queries.dequeue(BATCH, entrypoints, manager, None,
+                                             timedelta(seconds=60))
+                if not jobs:
+                    break
+                await queries.log_jobs([(job, "successful", None) for job in jobs])
+                done += len(jobs)
+            finished = time.time()
+        finally:
+            await conn.close()
+        return done, began, finished
+
+    return asyncio.run(cycles())
+
+
+def _pgqueuer_latency(url: str, samples: int) -> list[float]:
+    from pgqueuer import PgQueuer
+    from pgqueuer.db import PsycopgDriver
+
+    async def measure() -> list[float]:
+        import psycopg
+
+        conn, queries = await _pgqueuer(url)
+        await queries.install()
+        listen = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        pgq = PgQueuer(PsycopgDriver(listen))
+        started: dict[int, float] = {}
+
+        @pgq.entrypoint("probe")
+        async def probe(job) -> None:  # type: ignore[no-untyped-def]
+            started[int(job.payload.decode())] = time.perf_counter()
+
+        runner = asyncio.create_task(pgq.run(dequeue_timeout=timedelta(seconds=5)))
+        await asyncio.sleep(0.5)  # the queue manager listening
+        latencies = []
+        try:
+            for n in range(samples):
+                await queries.enqueue("probe", str(n).encode())
+                added = time.perf_counter()
+                while n not in started:
+                    await asyncio.sleep(0.0002)
+                latencies.append((started[n] - added) * 1000)
+        finally:
+            pgq.shutdown.set()
+            try:
+                await asyncio.wait_for(runner, timeout=10)
+            except (asyncio.CancelledError, TimeoutError):
+                runner.cancel()
+            await listen.close()
+            await conn.close()
+        return latencies
+
+    return asyncio.run(measure())
+
+
+# --- harness ------------------------------------------------------------------------------
+
+SYSTEMS: dict[str, tuple[str, Callable[[str, int], None],
+                         Callable[[str, float, float], tuple[int, float, float]],
+                         Callable[[str, int], list[float]]]] = {
+    "kanban": ("kanban", _kanban_fill, _kanban_cycles, _kanban_latency),
+    "procrastinate": ("procrastinate", _procrastinate_fill, _procrastinate_cycles,
+                      _procrastinate_latency),
+    "pgqueuer": ("pgqueuer", _pgqueuer_fill, _pgqueuer_cycles, _pgqueuer_latency),
+}
+
+
+def _wait_for(start_at: float) -> float:
+    """Start together (wall clock: the processes share no monotonic origin); returns when."""
+    delay = start_at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    return time.time()
+
+
+def _wait(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.0002)
+
+
+def throughput(system: str, procs: int, sizes: Sizes) -> float:
+    """Cycles per second of `procs` processes over one pre-filled queue (a queue that runs
+    dry ends the window early; the rate is over the time actually spent)."""
+    _, fill, cycles, _ = SYSTEMS[system]
+    with scratch_database(system) as url:
+        fill(url, max(sizes.claim_cards, int(sizes.claim_seconds * FILL_PER_SECOND)))
+        start_at = time.time() + 1.5 + 0.3 * procs  # after every process is up
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(procs) as pool:
+            results = [pool.apply_async(cycles, (url, sizes.claim_seconds, start_at))
+                       for _ in range(procs)]
+            parts = [r.get(timeout=120 + sizes.claim_seconds) for r in results]
+        done = sum(n for n, _, _ in parts)
+        began = min(b for _, b, _ in parts)
+        return done / max(1e-6, max(end for _, _, end in parts) - began)
+
+
+def latency(system: str, sizes: Sizes) -> list[float]:
+    _, _, _, measure = SYSTEMS[system]
+    with scratch_database(system) as url:
+        if system == "kanban":
+            _kanban_fill(url, 0)
+        # The first item meets a cold worker (connections, prepared statements): not counted.
+        return measure(url, max(3, sizes.latency_warm) + 1)[1:]
+
+
+def _installed(system: str) -> bool:
+    try:
+        __import__(system)
+    except ImportError:
+        return False
+    return True
+
+
+def run(sizes: Sizes, work: Path) -> list[Row]:
+    why = available()
+    if why is not None:
+        print(f"bench: postgres rows skipped: {why}", file=sys.stderr)
+        return []
+    others = [s for s in ("procrastinate", "pgqueuer") if _installed(s)]
+    rows: list[Row] = []
+    ours = latency("kanban", sizes)
+    for other in others:
+        theirs = latency(other, sizes)
+        for p, goal in ((50, 10.0), (99, 25.0)):
+            rows.append(Row(f"pg.lat.p{p}.{other}", f"PostgreSQL add→claim p{p}", "ms",
+                            percentile(ours, p), percentile(theirs, p), other,
+                            Goal("value", "<=", goal, "ms"),
+                            note=f"{len(ours)} cards one at a time; {other}: defer → task "
+                                 "start in its own worker" if p == 50 else ""))
+    for procs in PROCS:
+        ours_cps = throughput("kanban", procs, sizes)
+        target = 1000.0 if procs == 1 else 2000.0
+        for other in others:
+            rows.append(Row(f"pg.cps.{procs}.{other}",
+                            f"PostgreSQL claim+complete, {procs} process"
+                            f"{'es' if procs > 1 else ''}", "cycles/s", ours_cps,
+                            throughput(other, procs, sizes), other,
+                            Goal("value", ">=", target, "cycles/s"),
+                            note=f"{sizes.claim_seconds:g} s over {sizes.claim_cards} ready "
+                                 "items" if other == others[0] else ""))
+    return rows

@@ -1,0 +1,77 @@
+"""Row 9: tool round trips, as a worker's agent makes them, against the bare operation.
+
+9.1 `terminal("true")` through the toolbox (argument check, dangerous-command rules, the
+runner's process group, prlimit and timeout wrappers, output file, result text) against
+`subprocess.run(["bash", "-c", "true"])`. 9.2 `write_file` then `read_file` of a small file
+(confinement, atomic write, text checks, numbered lines) against pathlib's write and read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.common import Sizes, median
+from bench.report import Goal, Row
+from kanban.agent.types import ToolCall
+from kanban.state.config import Profile
+from kanban.tools.catalog import REGISTRY
+from kanban.tools.workbench import Workbench, command_env
+
+CALLS = {"full": 300, "quick": 100, "smoke": 5}
+TEXT = "".join(f"line {n} of a small file\n" for n in range(40))
+
+
+def timed(action: Callable[[], object], count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        action()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def run(sizes: Sizes, work: Path) -> list[Row]:
+    workspace = work / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    bench = Workbench(workspace=workspace, profile=Profile(), approval="deny",
+                      env=command_env({"PATH": os.environ["PATH"]}, workspace))
+    box = REGISTRY.toolbox(["terminal", "file"], contexts={"terminal": bench, "file": bench})
+    count = CALLS.get(sizes.name, 100)
+
+    def terminal() -> None:
+        result = box.call(ToolCall("b", "terminal", json.dumps({"command": "true"})))
+        assert result.content.startswith("exit code 0"), result.content
+
+    def bare() -> None:
+        subprocess.run(["bash", "--noprofile", "--norc", "-c", "true"], cwd=workspace,
+                       env=bench.env, check=True, stdin=subprocess.DEVNULL)
+
+    def files() -> None:
+        box.call(ToolCall("w", "write_file", json.dumps({"path": "f.txt", "content": TEXT})))
+        result = box.call(ToolCall("r", "read_file", json.dumps({"path": "f.txt"})))
+        assert not result.is_error, result.content
+
+    def bare_files() -> None:
+        (workspace / "g.txt").write_text(TEXT)
+        (workspace / "g.txt").read_text()
+
+    terminal()
+    bare()  # warm the page cache and the tools' imports before timing
+    term, base = [], []
+    for _ in range(3):  # interleaved, against drift
+        term += timed(terminal, count // 3 or 1)
+        base += timed(bare, count // 3 or 1)
+    file_ms, bare_file_ms = timed(files, count), timed(bare_files, count)
+    return [
+        Row("9.1", "terminal tool round trip (`true`)", "ms", median(term), median(base),
+            "subprocess.run(bash -c true)", Goal("value", "<=", 25, "ms"),
+            f"median of {len(term)} calls: runner with prlimit and timeout wrappers"),
+        Row("9.2", "write_file + read_file round trip (1 KB)", "ms", median(file_ms),
+            median(bare_file_ms), "pathlib write_text + read_text", None,
+            f"median of {count} pairs"),
+    ]

@@ -1,0 +1,71 @@
+"""The board as plain lines, for pipes: a block per state, whole titles, no Rich."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kanban.activity import describe as describe_activity
+from kanban.cli.output import age, one_line, paint, plural, until
+from kanban.cli.plain import status_word
+from kanban.queries import BOARD_ORDER, BoardCard, BoardSnapshot
+from kanban.state.timeutil import utcnow
+
+FINISHED = frozenset({"done", "failed", "cancelled"})
+
+
+def header(snapshot: BoardSnapshot) -> str:
+    parts = [f"board {snapshot.board}", plural(sum(snapshot.counts.values()), "card")]
+    if snapshot.pause.paused:
+        scope = "global" if snapshot.pause.global_paused else "board"
+        if snapshot.pause.global_paused and snapshot.pause.board_paused:
+            scope = "global and board"
+        parts.append(f"spawning paused ({scope})")
+    pending = sum(len(commands) for commands in snapshot.approvals.values())
+    if pending:
+        parts.append(plural(pending, "pending approval"))
+    pids = [str(d.pid) for d in snapshot.dispatchers]
+    if not pids:
+        parts.append("no dispatcher")
+    elif len(pids) == 1:
+        parts.append(f"dispatcher: alive (pid {pids[0]})")
+    else:
+        parts.append(f"dispatchers: {len(pids)} alive (pids {', '.join(pids)})")
+    return " · ".join(parts)
+
+
+def board_lines(snapshot: BoardSnapshot) -> list[str]:
+    now = snapshot.at or utcnow()
+    lines = [header(snapshot)]
+    for status in map(str, BOARD_ORDER):
+        count = snapshot.counts.get(status, 0)
+        if not count and status in ("scheduled", "failed", "cancelled"):
+            continue
+        lines.append(f"{status_word(status)} {count:,}")
+        cards = snapshot.columns.get(status, [])
+        for card in cards:
+            lines.append(f"  {card_line(card, now)}")
+            lines += [f"    ⚠ approve: {one_line(command)}"
+                      for command in snapshot.approvals.get(card.id, ())]
+        if count > len(cards):
+            lines.append(paint(f"  +{count - len(cards):,} more", "dim"))
+    return lines
+
+
+def card_line(card: BoardCard, now: datetime) -> str:
+    since = card.updated_at if card.status in FINISHED else card.created_at
+    facts = [f"#{card.id}"]
+    if card.priority:
+        facts.append(f"p{card.priority}")
+    facts.append(age(since, now))
+    if card.created_by.startswith("cron:"):
+        facts.append(f"cron {card.created_by.removeprefix('cron:')}")
+    line = f"{' '.join(facts)}  {card.title}"
+    if card.status == "scheduled" and card.run_after is not None:
+        line += f"  ⏲ {until(card.run_after, now)}"
+    if card.status == "running":
+        beat = f"♥ {age(card.heartbeat_at, now)}"
+        line += f"  {beat}" + (f" {one_line(card.progress)}" if card.progress else "")
+        doing = describe_activity(card.activity, compact=True)
+        if doing:
+            line += f"  ▸ {doing}"
+    return line

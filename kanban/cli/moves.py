@@ -1,0 +1,89 @@
+"""Commands that move a card between states by hand."""
+
+from __future__ import annotations
+
+import click
+
+from kanban.cli import output
+from kanban.cli.base import command, open_kanban
+from kanban.cli.params import card_id_argument
+from kanban.records import CardRecord
+
+
+def _moved(card: CardRecord) -> None:
+    output.out(f"#{card.id} is {card.status}")
+
+
+def _text(ctx: click.Context, positional: str | None, option: str | None, name: str) -> str:
+    """The text given as the argument or as --NAME (not both, not neither)."""
+    if positional is not None and option is not None:
+        raise click.UsageError(f"give the {name} once: as an argument or as --{name}", ctx)
+    text = positional if positional is not None else option
+    if text is None:
+        raise click.UsageError(f"missing the {name}: `{ctx.command_path} ID \"...\"`", ctx)
+    return text
+
+
+@command()
+@card_id_argument()
+@click.argument("reason_text", metavar="[REASON]", required=False)
+@click.option("--reason", help="What a person must do or decide (or give it as REASON).")
+@click.pass_context
+def block(ctx: click.Context, card_id: int, reason_text: str | None, reason: str | None) -> None:
+    """Block a card until a person unblocks it.
+
+    REASON says what a person must do or decide: `kanban block 12 "needs the API key"`.
+    """
+    _moved(open_kanban(ctx).block(card_id, _text(ctx, reason_text, reason, "reason")))
+
+
+@command()
+@card_id_argument()
+@click.option("--note", help="A note the next attempt will see.")
+@click.pass_context
+def unblock(ctx: click.Context, card_id: int, note: str | None) -> None:
+    """Return a blocked card to the queue."""
+    _moved(open_kanban(ctx).unblock(card_id, note))
+
+
+@command()
+@card_id_argument()
+@click.argument("summary_text", metavar="[SUMMARY]", required=False)
+@click.option("--summary", help="The result handed to dependents (or give it as SUMMARY).")
+@click.pass_context
+def complete(ctx: click.Context, card_id: int, summary_text: str | None,
+             summary: str | None) -> None:
+    """Mark a card done by hand; its dependents may become ready.
+
+    SUMMARY is the result handed to dependents: `kanban complete 12 "shipped in v2"`.
+    """
+    _moved(open_kanban(ctx).complete(card_id, _text(ctx, summary_text, summary, "summary")))
+
+
+@command()
+@card_id_argument()
+@click.option("--reason", help="Why it is cancelled.")
+@click.pass_context
+def cancel(ctx: click.Context, card_id: int, reason: str | None) -> None:
+    """Cancel an unfinished card.
+
+    A running card's worker is stopped first.
+    """
+    _moved(open_kanban(ctx).cancel(card_id, reason=reason))
+
+
+@command()
+@card_id_argument()
+@click.pass_context
+def retry(ctx: click.Context, card_id: int) -> None:
+    """Queue a done, failed or cancelled card again with fresh attempts."""
+    _moved(open_kanban(ctx).retry(card_id))
+
+
+@command()
+@card_id_argument()
+@click.pass_context
+def archive(ctx: click.Context, card_id: int) -> None:
+    """Hide a finished card from the board and lists."""
+    card = open_kanban(ctx).archive(card_id)
+    output.out(f"#{card.id} is archived ({card.status})")

@@ -1,0 +1,303 @@
+"""Plain-text views: card lines, one card in full, a transcript, the status, the workers.
+
+Lines are never wrapped or cut (the terminal wraps; a pipe gets whole lines), times are
+labelled, and colour appears only on a terminal. No Rich: these paths start fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kanban.activity import describe as describe_activity
+from kanban.activity import money
+from kanban.cli.output import age, one_line, paint, plural, until, when
+from kanban.state.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from kanban.approvals import ApprovalRecord
+    from kanban.cli.reads import Status
+    from kanban.cron.manage import UpcomingFire
+    from kanban.queries import LiveWorker
+    from kanban.readmodels import ChildNode, Transcript
+    from kanban.records import CardDetail, CardRecord, EventRecord, MessageRecord, RunRecord
+
+STATUS_STYLE = {
+    "scheduled": "blue", "todo": "white", "ready": "cyan", "running": "yellow", "blocked": "red",
+    "done": "green", "failed": "bold red", "cancelled": "dim",
+}
+STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
+CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
+ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
+
+
+def status_word(status: str, width: int = 0) -> str:
+    return paint(status.ljust(width), STATUS_STYLE.get(status, ""))
+
+
+# -- kanban list --------------------------------------------------------------------------------
+
+
+class CardLines:
+    """`#id  status  pri  age  title`, aligned by fixed widths so lines can stream."""
+
+    def __init__(self, now: datetime, id_width: int, pri_width: int = 3) -> None:
+        self.now = now
+        self.id_width = id_width + 1  # the '#'
+        self.pri_width = pri_width
+
+    def header(self) -> str:
+        return paint(f"{'id':>{self.id_width}}  {'status':<{STATUS_WIDTH}}  "
+                     f"{'pri':>{self.pri_width}}  {'age':>4}  title", "dim")
+
+    def line(self, card: CardRecord) -> str:
+        pri = str(card.priority) if card.priority else ""
+        return (f"{'#' + str(card.id):>{self.id_width}}  {status_word(card.status, STATUS_WIDTH)}"
+                f"  {pri:>{self.pri_width}}  {age(card.created_at, self.now):>4}  {card.title}")
+
+    def lines(self, cards: Iterable[CardRecord]) -> Iterator[str]:
+        return (self.line(card) for card in cards)
+
+
+def card_lines_for(cards: Sequence[CardRecord], now: datetime | None = None) -> CardLines:
+    widest_id = max((len(str(c.id)) for c in cards), default=1)
+    widest_pri = max((len(str(c.priority)) for c in cards if c.priority), default=3)
+    return CardLines(now or utcnow(), widest_id, max(3, widest_pri))
+
+
+# -- kanban show --------------------------------------------------------------------------------
+
+
+def heading(label: str) -> str:
+    return paint(f"── {label} ──", "dim")
+
+
+def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
+              now: datetime | None = None,
+              approvals: Sequence[ApprovalRecord] = ()) -> list[str]:
+    """One card in full; `full` shows long context whole (always so when piped)."""
+    now = now or utcnow()
+    c = detail.card
+    lines = [f"{paint(f'#{c.id} {c.title}', 'bold')}  {status_word(c.status)}", _facts(c, now)]
+    for label, body in (("script", c.command), ("goal", c.goal), ("context", c.context),
+                        ("result", c.result), ("error", c.error)):
+        if body:
+            lines += _section(label, body, None if full or label != "context" else CONTEXT_SHOWN)
+    if detail.attachments:
+        lines.append(heading("attachments"))
+        lines += [f"  {a.name}  " + paint(f"{size_text(a.size)} · {a.media_type} · sha256 "
+                                           f"{a.sha256[:12]}", "dim")
+                  for a in detail.attachments]
+    lines += _related("depends on", detail.depends_on)
+    lines += _related("dependents", detail.dependents)
+    if tree:
+        lines += [heading("children"), f"#{c.id} {c.title}", *_tree(tree, "")]
+    if approvals:
+        lines += [heading("approvals"), *(_approval_line(a) for a in approvals)]
+    if detail.comments:
+        lines.append(heading("comments"))
+        lines += [f"{paint(f'{x.author} · {when(x.at)}:', 'dim')} {x.body}"
+                  for x in detail.comments]
+    if detail.runs:
+        lines += [heading("runs"), *_runs(detail.runs, now)]
+    if detail.events:
+        lines += [heading("history"), *(_event_line(e) for e in detail.events)]
+    return lines
+
+
+def _facts(c: CardRecord, now: datetime) -> str:
+    facts = [f"board {c.board}", f"priority {c.priority}", f"profile {c.profile}",
+             f"workspace {c.workspace or 'scratch'}",
+             f"attempt {c.attempt - c.retry_base}/{c.max_attempts}",
+             f"by {c.created_by}", f"created {when(c.created_at)} ({age(c.created_at, now)} ago)"]
+    if c.status == "scheduled":
+        facts.insert(0, f"scheduled for {when(c.run_after)} ({until(c.run_after, now)})")
+    if c.key is not None:
+        facts.append(f"key {c.key}")
+    if c.skills:
+        facts.append(f"skills {c.skills.replace(',', ', ')}")
+    if c.parent_id is not None:
+        facts.append(f"parent #{c.parent_id}")
+    if c.toolsets:
+        facts.append(f"toolsets {c.toolsets}")
+    if c.timeout_s is not None:
+        facts.append(f"timeout {c.timeout_s:g}s")
+    if c.input_tokens or c.output_tokens:
+        facts.append(f"tokens {c.input_tokens:,} in / {c.output_tokens:,} out")
+    if c.cost:
+        facts.append(f"cost {money(c.cost)}")
+    if c.archived_at is not None:
+        facts.append("archived")
+    return paint(" · ".join(facts), "dim")
+
+
+def _approval_line(a: ApprovalRecord) -> str:
+    by = f" by {a.decided_by}" if a.decided_by else ""
+    why = f" ({a.reason})" if a.reason else ""
+    return f"  {a.decision}{by}{why}: {a.command}  {paint(f'[{a.pattern}]', 'dim')}"
+
+
+def size_text(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KiB" if size < 2**20 else f"{size / 2**20:.1f} MiB"
+
+
+def _section(label: str, body: str, limit: int | None) -> list[str]:
+    shown = body if limit is None or len(body) <= limit else body[:limit]
+    lines = [heading(label), *shown.splitlines()]
+    if limit is not None and len(body) > limit:
+        lines.append(paint(f"… {len(body) - limit:,} more characters (pipe it, or --json)",
+                           "dim"))
+    return lines
+
+
+def _related(label: str, cards: Sequence[CardRecord]) -> list[str]:
+    if not cards:
+        return []
+    return [heading(label), *(f"  #{c.id} {status_word(c.status)} {c.title}" for c in cards)]
+
+
+def _tree(nodes: list[ChildNode], indent: str) -> Iterator[str]:
+    for n, node in enumerate(nodes):
+        last = n == len(nodes) - 1
+        yield f"{indent}{'└── ' if last else '├── '}#{node.card.id} " \
+              f"{status_word(node.card.status)} {node.card.title}"
+        yield from _tree(node.children, indent + ("    " if last else "│   "))
+
+
+def _runs(runs: Sequence[RunRecord], now: datetime) -> Iterator[str]:
+    for r in runs:
+        took = age(r.started_at, r.finished_at) if r.finished_at else "running"
+        note = one_line(r.error or r.progress or "")
+        if r.finished_at is None and r.activity:
+            note = " · ".join(x for x in (describe_activity(r.activity), r.progress) if x)
+        yield (f"  run {r.id} · attempt {r.attempt} · {r.outcome or '-'} · started "
+               f"{when(r.started_at)} · took {took} · tokens {r.input_tokens:,}/"
+               f"{r.output_tokens:,} · cost {money(r.cost)}" + (f" · {note}" if note else ""))
+
+
+def _event_line(e: EventRecord) -> str:
+    details = _event_details(e.data)
+    return f"  {when(e.at)}  {e.kind}  {paint(e.actor, 'dim')}" + (f"  {details}" if details
+                                                                    else "")
+
+
+def _event_details(data: str) -> str:
+    values: dict[str, Any] = json.loads(data or "{}")
+    move = f"{values.pop('from', '')} → {values.pop('to')}".lstrip() if "to" in values else ""
+    rest = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], ""))
+    return one_line("; ".join(x for x in (move, rest) if x))
+
+
+# -- kanban log ---------------------------------------------------------------------------------
+
+
+def transcript_lines(t: Transcript, *, reasoning: bool = False) -> list[str]:
+    """Each run's messages; reasoning in full with `reasoning`, else its size only."""
+    if not t.runs:
+        return [paint(f"#{t.card.id} has no runs yet", "dim")]
+    lines: list[str] = []
+    for run, messages in t.runs:
+        lines.append(heading(
+            f"run {run.id} · attempt {run.attempt} · {run.outcome or 'running'} · started "
+            f"{when(run.started_at)} · {run.input_tokens:,} in / {run.output_tokens:,} out / "
+            f"{run.cached_tokens:,} cached tokens · cost {money(run.cost)}"))
+        for m in messages:
+            lines += _message(m, reasoning)
+        if run.error:
+            lines.append(paint(f"error: {run.error}", "red"))
+    return lines
+
+
+def _message(m: MessageRecord, reasoning: bool = False) -> list[str]:
+    label = m.role + (f" {m.name}" if m.name else "")
+    if m.model and m.role == "assistant":
+        label += f" ({m.model})"
+    thought = ""
+    if m.reasoning and reasoning:
+        thought = paint(f"[reasoning]\n{m.reasoning}\n[/reasoning]", "dim italic") + "\n"
+    elif m.reasoning:
+        thought = paint(f"[reasoning: {len(m.reasoning):,} characters; --reasoning shows it]",
+                        "dim italic") + " "
+    content = paint(m.content or "", "red" if m.is_error else "")
+    text = f"{paint(label + ':', 'bold ' + ROLE_STYLE.get(m.role, ''))} {thought}{content}"
+    out = text.splitlines() or [""]
+    for call in json.loads(m.tool_calls) if m.tool_calls else []:
+        fn = call.get("function", call) if isinstance(call, dict) else {}
+        args = fn.get("arguments", fn.get("input", ""))
+        args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        out.append(paint(f"  → {fn.get('name', '?')}({args})", "magenta"))
+    return out
+
+
+# -- kanban status and workers ------------------------------------------------------------------
+
+
+def status_lines(s: Status, now: datetime | None = None) -> list[str]:
+    now = now or utcnow()
+    config = s.config if s.config_exists else f"{s.config} (none: defaults)"
+    lines = [f"kanban {s.version}", f"database: {s.database} ({s.database_source})",
+             f"config: {config}", "",
+             paint(f"board {s.board}" if s.board else "all boards", "bold")]
+    width = max(len(name) for name in [*s.counts, "total"])
+    lines += [f"  {status_word(name, width)}  {n:>7,}" for name, n in s.counts.items()]
+    lines.append(f"  {'total':<{width}}  {sum(s.counts.values()):>7,}")
+    if s.paused_globally:
+        lines.append(paint("spawning: paused globally", "bold red"))
+    elif s.paused_boards:
+        lines.append(paint(f"spawning: paused on {', '.join(s.paused_boards)}", "red"))
+    else:
+        lines.append(paint("spawning: on", "green"))
+    if not s.dispatchers:
+        lines.append(paint("no dispatcher (start one with `kanban dispatch`)", "yellow"))
+    lines += [paint(f"dispatcher {d.id}: pid {d.pid} on {d.host}"
+                    + (f", board {d.board}" if d.board else "")
+                    + f", since {when(d.started_at)}, heartbeat {age(d.heartbeat_at, now)} ago",
+                    "green") for d in s.dispatchers]
+    lines.append(f"live workers: {len(s.workers)}")
+    lines += [f"  {line}" for line in worker_lines(s.workers, now)]
+    lines += cron_lines(s.next_fires, now)
+    return lines
+
+
+def zone_time(at: datetime | None, timezone: str = "UTC") -> str:
+    """A cron time in its job's timezone, labelled: `2025-03-30 03:30 CEST`."""
+    if at is None:
+        return "-"
+    from zoneinfo import ZoneInfo
+
+    local = at.astimezone(UTC if timezone == "UTC" else ZoneInfo(timezone))
+    shape = "%Y-%m-%d %H:%M:%S" if local.second else "%Y-%m-%d %H:%M"
+    return f"{local.strftime(shape)} {local.tzname() or timezone}"
+
+
+def cron_lines(fires: Sequence[UpcomingFire], now: datetime) -> list[str]:
+    """The next cron fires, each in its job's timezone."""
+    if not fires:
+        return [paint("cron: nothing scheduled", "dim")]
+    lines = ["next cron fires:"]
+    for fire in fires:
+        overdue = paint(" (overdue: no dispatcher fired it)", "yellow") if fire.at < now else ""
+        lines.append(f"  {zone_time(fire.at, fire.timezone)}  {fire.job} on {fire.board}"
+                     f"{overdue}")
+    return lines
+
+
+def worker_lines(workers: Sequence[LiveWorker], now: datetime) -> list[str]:
+    lines = []
+    for w in workers:
+        data = w.to_json(now)
+        beat = f"{data['heartbeat_age_s']:g}s ago" if data["heartbeat_age_s"] is not None else "-"
+        doing = describe_activity(w.activity, compact=True)
+        lines.append(f"pid {w.pid or '-'}  #{w.card_id} attempt {w.attempt}  heartbeat {beat}  "
+                     f"running {data['runtime_s']:g}s  {w.title}"
+                     + (f"  ▸ {doing}" if doing else "")
+                     + (f"  ({one_line(w.progress)})" if w.progress else ""))
+    return lines
+
+
+def count_line(shown: int, total: int, what: str = "card") -> str:
+    return f"{plural(shown, what)} of {total:,}"

@@ -1,0 +1,102 @@
+"""Setting up and looking around: `init`, `status` and `completion`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from kanban.cli import output
+from kanban.cli.base import (
+    DEFAULT_BOARD,
+    board_filter,
+    command,
+    json_option,
+    location_of,
+    open_kanban,
+    state_of,
+)
+
+GITIGNORE = """\
+# Written by `kanban init`: the board's database, logs and workspaces stay out of git.
+*
+"""
+
+
+@command()
+@click.pass_context
+def init(ctx: click.Context) -> None:
+    """Create .kanban/kanban.db here (or at --db) with a 'default' board.
+
+    Also writes .kanban/.gitignore so the database, logs and workspaces stay out of git.
+    Safe to run again: an existing database is left as it is.
+    """
+    from kanban.service import Kanban
+    from kanban.state.db import open_database
+    from kanban.state.paths import DB_NAME, PROJECT_DIR, DbLocation, resolve_db
+
+    state = state_of(ctx)
+    if state.db_arg or os.environ.get("KANBAN_DB"):
+        location = resolve_db(state.db_arg)
+    else:
+        location = DbLocation(str(Path.cwd() / PROJECT_DIR / DB_NAME), "project")
+    existed = not location.is_postgres and location.path.exists()
+    db = open_database(location, create=True)
+    try:
+        Kanban(db).ensure_board(DEFAULT_BOARD)
+        where = db.display
+    finally:
+        db.dispose()
+    if not location.is_postgres and location.path.parent.name == PROJECT_DIR:
+        ignore = location.path.parent / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text(GITIGNORE)
+    if location.is_postgres:  # the schema is made or brought up to date; the database exists
+        output.out(f"kanban database ready at {where}")
+    else:
+        output.out(f"kanban database {'already at' if existed else 'created at'} {where}")
+
+
+@command()
+@json_option
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show the version, database, config, card counts, dispatchers and workers.
+
+    With --board, counts and workers are those of one board.
+    """
+    from kanban.cli.reads import status as read_status
+
+    location = location_of(ctx)
+    summary = read_status(open_kanban(ctx), board_filter(ctx), location)
+    if as_json:
+        output.print_json(summary.to_json())
+        return
+    from kanban.cli.plain import status_lines
+
+    output.out_lines(status_lines(summary))
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+@command()
+@click.argument("shell", type=click.Choice(SHELLS), metavar="SHELL")
+def completion(shell: str) -> None:
+    """Print the shell completion script for bash, zsh or fish.
+
+    Completes commands, options, card ids, boards, profiles and cron job names. Install:
+
+    \b
+      bash: kanban completion bash > ~/.local/share/bash-completion/completions/kanban
+      zsh:  kanban completion zsh > "${fpath[1]}/_kanban"
+      fish: kanban completion fish > ~/.config/fish/completions/kanban.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    from kanban.cli.app import app
+
+    cls = get_completion_class(shell)
+    assert cls is not None  # the choice above names only supported shells
+    output.out(cls(app, {}, "kanban", "_KANBAN_COMPLETE").source())

@@ -1,0 +1,1 @@
+"""The web board: `kanban web` (Starlette on uvicorn), imported only by that command."""

@@ -1,0 +1,79 @@
+"""HTML from templates that escape everything, and the small formatting they share."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from kanban.activity import describe, money
+from kanban.queries import BoardCard
+from kanban.states import TERMINAL
+
+HERE = Path(__file__).resolve().parent
+TEXT_SHOWN = 4_000  # characters of one message or section shown before "… more"
+MESSAGES_SHOWN = 300  # per run, in the drawer
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """A compact age: 12s, 3m, 2h, 5d (the terminal board's units)."""
+    if since is None:
+        return "-"
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def clip(text: str | None, limit: int = TEXT_SHOWN) -> tuple[str, int]:
+    """The text shown and how many characters were left out."""
+    text = text or ""
+    return (text, 0) if len(text) <= limit else (text[:limit], len(text) - limit)
+
+
+def tool_calls(raw: str | list[Any] | None) -> list[tuple[str, str]]:
+    """A message's tool calls as (name, arguments as text), whatever the provider's format."""
+    calls = json.loads(raw) if isinstance(raw, str) else (raw or [])
+    out = []
+    for call in calls if isinstance(calls, list) else []:
+        fn = call.get("function", call) if isinstance(call, dict) else {}
+        args = fn.get("arguments", fn.get("input", ""))
+        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, indent=1)
+        out.append((str(fn.get("name", "?")), text))
+    return out
+
+
+def event_details(data: str) -> str:
+    values: dict[str, Any] = json.loads(data or "{}")
+    move = f"{values.pop('from', '')} → {values.pop('to')}".lstrip() if "to" in values else ""
+    rest = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], ""))
+    return "; ".join(x for x in (move, rest) if x)
+
+
+def card_json(card: BoardCard, approvals: list[str] | None = None) -> dict[str, Any]:
+    """A board card as the CLI's `--json` has it, plus its activity in words (`doing`), so
+    the page's script prints what the server's templates print, and the commands it waits
+    to have approved."""
+    return {**card.to_json(), "doing": describe(card.activity, compact=True),
+            "awaiting_approval": approvals or []}
+
+
+def make_templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every template, whatever its name: card text is hostile
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["age"] = age
+    env.filters["iso"] = lambda t: t.isoformat() if t else ""
+    env.filters["thousands"] = lambda n: f"{n:,}" if n is not None else ""
+    env.filters["money"] = money
+    env.globals.update(clip=clip, tool_calls=tool_calls, event_details=event_details,
+                       finished=lambda status: status in TERMINAL, describe=describe)
+    return env

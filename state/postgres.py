@@ -1,0 +1,360 @@
+"""The PostgreSQL store (psycopg 3): pooled connections, timeouts, transient-error retries,
+and a clock that follows the server's.
+
+Transactions come from a psycopg_pool `ConnectionPool` (autocommit connections; a write is
+BEGIN … COMMIT, a read runs its statements on their own, which under READ COMMITTED sees
+what a transaction would). Getting a connection and beginning are retried with jittered
+backoff while the server is unreachable or restarting, for up to `patience_s`; a failure
+inside a transaction surfaces as `TransientDatabaseError` for the caller's own loop to retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kanban.state.errors import DatabaseError, TransientDatabaseError
+from kanban.state.retry import Backoff
+from kanban.state.store import Conn, Database
+
+CONNECT_TIMEOUT_S = 5
+STATEMENT_TIMEOUT_S = 60
+IDLE_IN_TRANSACTION_TIMEOUT_S = 120
+PATIENCE_S = 15.0  # how long a transaction waits for the server before giving up
+POOL_MAX = 4
+POOL_WAIT_S = 1.0  # longer without a connection: look at the server directly
+CLOCK_RESYNC_S = 60.0
+NOTIFY_CHANNEL = "kanban"  # the triggers of migration 3 notify here
+_BACKOFF = Backoff(first_s=0.05, cap_s=1.0)
+# SQLSTATE classes worth another try: connection exception, transaction rollback
+# (serialization failure, deadlock), insufficient resources, lock not available,
+# query cancelled (statement timeout), admin/crash shutdown and "starting up".
+_TRANSIENT_STATES = ("08", "40", "53", "55P03", "57014", "57P01", "57P02", "57P03")
+_PERMANENT_ON_CONNECT = ("28", "3D", "42501")  # credentials, no such database, no access
+_PERMANENT_CONNECT_TEXT = ("authentication failed", "does not exist", "pg_hba.conf",
+                           "permission denied", "password")
+
+# The pool logs every failed reconnection; the caller reports what matters in one line.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+
+
+def normalise_url(url: str) -> str:
+    """postgres://, postgresql:// and SQLAlchemy's postgresql+psycopg:// as a libpq URL."""
+    for scheme in ("postgresql+psycopg://", "postgresql+psycopg2://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql://" + url.removeprefix(scheme)
+    return url
+
+
+def hide_password(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    user = creds.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}"
+
+
+def is_transient(exc: BaseException, *, connecting: bool = False) -> bool:
+    """True for errors that another try may not meet (the server away or busy). While
+    connecting, anything but bad credentials or a missing database counts (a server
+    starting up, or one not accepting connections for a while)."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None)
+    if connecting and isinstance(exc, psycopg.OperationalError):
+        if state:
+            return not state.startswith(_PERMANENT_ON_CONNECT)
+        text = str(exc)  # libpq reports a refused login as text only
+        return not any(words in text for words in _PERMANENT_CONNECT_TEXT)
+    if state:
+        return state.startswith(_TRANSIENT_STATES)
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class ServerClock:
+    """The server's `clock_timestamp()`, sampled on a connection and carried forward by this
+    process's monotonic clock: one clock for every host, at no round trip per read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server: datetime | None = None
+        self._mono = 0.0
+        self._rtt = 0.0
+
+    def sample(self, raw: Any) -> None:
+        t0 = time.monotonic()
+        server = raw.execute("SELECT clock_timestamp()").fetchone()[0]
+        t1 = time.monotonic()
+        with self._lock:
+            fresh = self._server is None or t1 - self._mono > CLOCK_RESYNC_S
+            if fresh or t1 - t0 <= max(2 * self._rtt, 0.002):  # keep the tighter sample
+                self._server, self._mono, self._rtt = server.astimezone(UTC), (t0 + t1) / 2, \
+                    t1 - t0
+
+    @property
+    def stale(self) -> bool:
+        return self._server is None or time.monotonic() - self._mono > CLOCK_RESYNC_S
+
+    def now(self) -> datetime | None:
+        server, mono = self._server, self._mono
+        if server is None:
+            return None
+        return server + timedelta(seconds=time.monotonic() - mono)
+
+
+def _idle_and_open(raw: Any) -> None:
+    """The pool's check on checkout, without a round trip: an idle connection the server
+    has written to (an error before closing, or end of file) is dead."""
+    if not raw.closed and not raw.broken:
+        readable, _, _ = select.select([raw.fileno()], [], [], 0)
+        if not readable:
+            return
+    raw.close()  # closed, the pool replaces it rather than handing it out again
+    raise DatabaseError("connection closed by the server")
+
+
+class PostgresDatabase(Database):
+    dialect = "postgresql"
+
+    def __init__(self, url: str, *, patience_s: float = PATIENCE_S, pool_max: int = POOL_MAX,
+                 statement_timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError:
+            raise DatabaseError("PostgreSQL needs psycopg and psycopg_pool: pip install "
+                                "'kanban-workbench[postgres]'") from None
+        self._psycopg = psycopg
+        self._psycopg_pool = psycopg_pool
+        self.url = normalise_url(url)
+        self.patience_s = patience_s
+        self.pool_max = pool_max
+        self.statement_timeout_s = statement_timeout_s
+        self.server_clock = ServerClock()
+        self._pool: Any = None
+        self._lock = threading.Lock()
+        ref = weakref.ref(self)
+
+        def forget_in_child() -> None:
+            db = ref()
+            if db is not None:
+                db._forget()
+
+        os.register_at_fork(after_in_child=forget_in_child)
+
+    @property
+    def target(self) -> str:
+        return self.url
+
+    @property
+    def display(self) -> str:
+        return hide_password(self.url)
+
+    # connections
+    def connect_kwargs(self) -> dict[str, Any]:
+        """libpq settings of every kanban connection: timeouts and TCP keepalives, so a dead
+        peer or a hung statement is noticed in seconds, not at the kernel's leisure."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        given = conninfo_to_dict(self.url)
+        options = " ".join(filter(None, [
+            str(given.get("options") or ""),
+            f"-c statement_timeout={int(self.statement_timeout_s * 1000)}",
+            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}",
+        ]))
+        return {"autocommit": True, "connect_timeout": given.get("connect_timeout")
+                or CONNECT_TIMEOUT_S, "options": options, "keepalives": 1,
+                "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+                "tcp_user_timeout": 20_000,
+                "application_name": given.get("application_name") or "kanban"}
+
+    def connect(self) -> Any:
+        """A connection of its own (not pooled), e.g. for LISTEN; DatabaseError if none."""
+        try:
+            return self._psycopg.connect(self.url, **self.connect_kwargs())
+        except self._psycopg.Error as exc:
+            raise self._translate(exc, f"cannot connect to {self.display}",
+                                  connecting=True) from None
+
+    def listen(self) -> Any:
+        """A connection of its own LISTENing for the board's change notifications; read them
+        with its `notifies(timeout=...)`."""
+        raw = self.connect()
+        try:
+            raw.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        except self._psycopg.Error as exc:
+            with suppress(Exception):
+                raw.close()
+            raise self._translate(exc, f"cannot listen on {self.display}") from None
+        return raw
+
+    def _pool_(self) -> Any:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = self._psycopg_pool.ConnectionPool(
+                        self.url, kwargs=self.connect_kwargs(), min_size=1,
+                        max_size=self.pool_max, open=False, name="kanban",
+                        configure=self.server_clock.sample, check=_idle_and_open,
+                        timeout=self.patience_s, reconnect_timeout=3600.0, num_workers=1)
+                    self._pool.open(wait=False)
+                pool = self._pool
+        return pool
+
+    def _forget(self) -> None:
+        """In a forked child: never touch the parent's pool or its sockets."""
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def _translate(self, exc: BaseException, what: str, *, in_doubt: bool = False,
+                   connecting: bool = False) -> DatabaseError:
+        message = f"{what}: {first_line(exc)}"
+        if is_transient(exc, connecting=connecting):
+            return TransientDatabaseError(message, in_doubt=in_doubt)
+        return DatabaseError(message)
+
+    def _checkout(self, begin: bool) -> tuple[Any, Any]:
+        """(pool, live connection), in a transaction if `begin`, waiting out an outage."""
+        psycopg = self._psycopg
+        deadline = time.monotonic() + self.patience_s
+        attempt = 0
+        while True:
+            wait = max(0.01, min(POOL_WAIT_S, deadline - time.monotonic()))
+            pool = self._pool_()
+            try:
+                raw = pool.getconn(timeout=wait)
+            except self._psycopg_pool.PoolClosed:
+                continue  # another thread renewed the pool meanwhile: take the new one
+            except self._psycopg_pool.PoolTimeout:
+                error = self._diagnose()
+                if not isinstance(error, TransientDatabaseError) or \
+                        time.monotonic() >= deadline:
+                    raise error from None
+                continue
+            try:
+                if self.server_clock.stale:
+                    self.server_clock.sample(raw)
+                if begin:
+                    raw.execute("BEGIN")
+                return pool, raw
+            except psycopg.Error as exc:
+                self._discard(pool, raw)
+                if not is_transient(exc) or time.monotonic() >= deadline:
+                    raise self._translate(exc, f"database error ({self.display})") from None
+            time.sleep(min(_BACKOFF.delay(attempt), max(0.0, deadline - time.monotonic())))
+            attempt += 1
+
+    def _diagnose(self) -> DatabaseError:
+        """Why the pool found no connection in time: one direct attempt tells. If the server
+        answers, the pool is still backing off from an outage that is over: start afresh."""
+        try:
+            probe = self.connect()
+        except DatabaseError as exc:
+            time.sleep(min(POOL_WAIT_S, _BACKOFF.cap_s))  # not a busy loop while it is away
+            return exc
+        probe.close()
+        with self._lock:
+            stale, self._pool = self._pool, None
+        if stale is not None:
+            stale.close(timeout=0)
+        return TransientDatabaseError(f"no free connection to {self.display}")
+
+    @staticmethod
+    def _discard(pool: Any, raw: Any) -> None:
+        with suppress(Exception):
+            raw.close()
+        with suppress(Exception):
+            pool.putconn(raw)  # a closed connection is replaced, not reused
+
+    @staticmethod
+    def _checkin(pool: Any, raw: Any) -> None:
+        try:
+            pool.putconn(raw)  # a pool closed meanwhile closes it
+        except Exception:  # noqa: BLE001 - never lose the connection itself
+            with suppress(Exception):
+                raw.close()
+
+    # transactions
+    @contextmanager
+    def write(self) -> Iterator[Conn]:
+        with self._transaction(write=True) as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Conn]:
+        with self._transaction(write=False) as conn:
+            yield conn
+
+    @contextmanager
+    def statement(self) -> Iterator[Conn]:
+        """A connection for one self-contained statement (atomic on its own: one round trip,
+        no BEGIN/COMMIT). For the single-statement hot paths of kanban/postgres_paths.py."""
+        with self._transaction(write=False) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Conn]:
+        psycopg = self._psycopg
+        pool, raw = self._checkout(begin=write)
+        committing = False
+        try:
+            yield Conn(raw, "postgresql")
+            if write:
+                committing = True
+                raw.execute("COMMIT")
+        except BaseException as exc:
+            if raw.broken or raw.closed:
+                self._discard(pool, raw)
+                raw = None
+            elif write and not committing:
+                try:
+                    raw.execute("ROLLBACK")
+                except psycopg.Error:
+                    self._discard(pool, raw)
+                    raw = None
+            if isinstance(exc, psycopg.errors.IntegrityError):
+                raise  # a programming error, not the database's state
+            if isinstance(exc, psycopg.Error):
+                # An error the server answered to COMMIT with means no commit; only a
+                # connection lost before any answer leaves the outcome unknown.
+                in_doubt = committing and getattr(exc, "sqlstate", None) is None
+                raise self._translate(exc, f"database error ({self.display})",
+                                      in_doubt=in_doubt) from exc
+            raise
+        finally:
+            if raw is not None:
+                self._checkin(pool, raw)
+
+    # clock
+    def clock(self) -> datetime:
+        """Now, by the server's clock (leases, backoff and cron agree across hosts)."""
+        now = self.server_clock.now()
+        if now is None:
+            with self.read():  # the first connection samples the clock
+                pass
+            now = self.server_clock.now()
+            if now is None:  # pragma: no cover - sampled by configure or checkout
+                raise TransientDatabaseError(f"no clock reading from {self.display}")
+        return now
+
+    def dispose(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            with suppress(Exception):
+                pool.close(timeout=5)

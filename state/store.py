@@ -1,0 +1,127 @@
+"""The store boundary: a database hands out transactions; a `Conn` runs SQL in one.
+
+The board logic above writes plain SQL with `:name` parameters and runs it through a
+`Conn`. Two stores implement `Database`: SQLite (the standard library's driver, one
+connection held per thread) and PostgreSQL (psycopg). Nothing here imports SQLAlchemy:
+the command line starts in tens of milliseconds because of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from kanban.state.timeutil import utcnow
+
+Params = Mapping[str, Any] | Sequence[Any] | None
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@lru_cache(maxsize=1024)
+def pyformat(sql: str) -> str:
+    """`:name` parameters as psycopg's `%(name)s` (and a literal % doubled)."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+def _same(sql: str) -> str:
+    return sql
+
+
+class Conn:
+    """One transaction's connection. Rows are tuples; `maps` gives them by column name."""
+
+    __slots__ = ("raw", "dialect", "_sql")
+
+    def __init__(self, raw: Any, dialect: str) -> None:
+        self.raw = raw
+        self.dialect = dialect
+        self._sql = pyformat if dialect == "postgresql" else _same
+
+    def execute(self, sql: str, params: Params = None) -> Any:
+        """Run one statement; returns the driver's cursor."""
+        return self.raw.execute(self._sql(sql), params if params is not None else ())
+
+    def many(self, sql: str, rows: Iterable[Params]) -> None:
+        """Run one statement for each parameter set (bulk inserts)."""
+        if self.dialect == "postgresql":
+            with self.raw.cursor() as cursor:
+                cursor.executemany(self._sql(sql), list(rows))
+        else:
+            self.raw.executemany(sql, rows)
+
+    def one(self, sql: str, params: Params = None) -> Any:
+        return self.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Params = None) -> list[Any]:
+        return self.execute(sql, params).fetchall()
+
+    def scalar(self, sql: str, params: Params = None) -> Any:
+        row = self.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def column(self, sql: str, params: Params = None) -> list[Any]:
+        return [row[0] for row in self.execute(sql, params).fetchall()]
+
+    def run(self, sql: str, params: Params = None) -> int:
+        """Execute and return the number of rows changed."""
+        return int(self.execute(sql, params).rowcount)
+
+    def maps(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
+        cursor = self.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def map(self, sql: str, params: Params = None) -> dict[str, Any] | None:
+        cursor = self.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cursor.description], row, strict=True))
+
+
+class Database:
+    """A store: read and write transactions over one database."""
+
+    dialect: str = ""
+    path: Path | None = None
+    patience_s: float = 0.0  # how long a transaction waits for an unreachable server
+
+    @property
+    def target(self) -> str:
+        """What KANBAN_DB would say: the file path or the URL."""
+        raise NotImplementedError
+
+    @property
+    def display(self) -> str:
+        """The target fit to print (no password)."""
+        return self.target
+
+    def write(self) -> AbstractContextManager[Conn]:
+        """A write transaction (`BEGIN IMMEDIATE` on SQLite), committed on success."""
+        raise NotImplementedError
+
+    def read(self) -> AbstractContextManager[Conn]:
+        """A consistent read snapshot that never takes the write lock."""
+        raise NotImplementedError
+
+    def statement(self) -> AbstractContextManager[Conn]:
+        """A connection for one self-contained statement (PostgreSQL runs it without
+        BEGIN/COMMIT); elsewhere an ordinary write transaction."""
+        return self.write()
+
+    def clock(self) -> datetime:
+        """Now, as this store records it: the process's clock (PostgreSQL: the server's)."""
+        return utcnow()
+
+    def data_version(self, conn: Conn) -> int:
+        """A number that moves when another connection commits (0 where unknown)."""
+        return 0
+
+    def dispose(self) -> None:
+        """Close every connection this process holds."""

@@ -1,0 +1,220 @@
+"""The PostgreSQL store itself: pool, timeouts, transient errors, the server's clock,
+round trips of the hot path, and LISTEN/NOTIFY wake-ups. Skipped without a server."""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from kanban.cards import NewCard
+from kanban.dispatcher.wake import NotifyWatcher, change_watcher
+from kanban.service import Kanban
+from kanban.state.errors import DatabaseError, TransientDatabaseError
+from kanban.state.postgres import PostgresDatabase, is_transient
+from kanban.state.store import Database
+from tests.support.db import claim_one, open_postgres, worker
+from tests.support.pg import database_outage, pg_query, terminate_backends
+from tests.support.procs import wait_until
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Database:
+    db = open_postgres(pg_url)
+    yield db
+    db.dispose()
+
+
+def test_connections_carry_timeouts_and_a_name(pg: Database) -> None:
+    with pg.read() as conn:
+        assert conn.scalar("SHOW statement_timeout") == "1min"
+        assert conn.scalar("SHOW idle_in_transaction_session_timeout") == "2min"
+        assert conn.scalar("SELECT application_name FROM pg_stat_activity "
+                           "WHERE pid = pg_backend_pid()") == "kanban"
+
+
+def test_the_clock_is_the_servers(pg: Database) -> None:
+    ours = pg.clock()
+    (server,) = pg_query(pg.target, "SELECT clock_timestamp()")[0]
+    assert abs((server - ours).total_seconds()) < 0.5
+    assert Kanban(pg).clock == pg.clock  # the board records server time by default
+
+
+def test_terminated_backends_are_replaced_without_an_error(pg: Database) -> None:
+    kb = Kanban(pg)
+    card = kb.add_card(NewCard("before"))
+    assert terminate_backends(pg.target) >= 1  # the pool's idle connection, at least
+    wait_until(lambda: _backends(pg.target) == 0, timeout=10, what="the backends gone")
+    assert kb.card(card.id).title == "before"  # the dead connection was noticed, replaced
+    assert kb.add_card(NewCard("after")).id == card.id + 1
+
+
+def test_a_backend_lost_inside_a_transaction_is_a_transient_error(pg: Database) -> None:
+    with pytest.raises(TransientDatabaseError) as raised, pg.write() as conn:
+        conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    assert not raised.value.in_doubt
+    with pg.read() as conn:  # the next transaction has a fresh connection
+        assert conn.scalar("SELECT 1") == 1
+
+
+def test_an_outage_is_waited_out_within_patience(pg_url: str) -> None:
+    db = open_postgres(pg_url)
+    db.patience_s = 30
+    kb = Kanban(db)
+    ended = threading.Event()
+    try:
+        with database_outage(pg_url):
+            reader = threading.Thread(target=lambda: (kb.boards(), ended.set()))
+            reader.start()
+            assert not ended.wait(0.5)  # waiting for the server, not failing
+        reader.join(timeout=30)
+        assert ended.is_set()
+    finally:
+        db.dispose()
+
+
+def test_no_patience_left_is_a_clear_transient_error(pg_url: str) -> None:
+    db = PostgresDatabase(pg_url, patience_s=0.5)
+    try:
+        with database_outage(pg_url), pytest.raises(TransientDatabaseError,
+                                                    match="not currently accepting"), db.read():
+            pass  # pragma: no cover
+    finally:
+        db.dispose()
+
+
+def test_bad_credentials_or_database_are_not_transient(pg_url: str) -> None:
+    missing = PostgresDatabase(pg_url.rsplit("/", 1)[0] + "/no_such_kanban_db", patience_s=5)
+    try:
+        with pytest.raises(DatabaseError, match="does not exist") as raised, missing.read():
+            pass  # pragma: no cover
+        assert not isinstance(raised.value, TransientDatabaseError)
+    finally:
+        missing.dispose()
+
+
+def test_serialization_failures_and_deadlocks_are_transient() -> None:
+    import psycopg
+
+    assert is_transient(psycopg.errors.SerializationFailure())
+    assert is_transient(psycopg.errors.DeadlockDetected())
+    assert is_transient(psycopg.errors.AdminShutdown())
+    assert not is_transient(psycopg.errors.UniqueViolation())
+
+
+def _round_trips(trace: Path) -> int:
+    """Messages after which the client waits for the server: Sync (extended protocol) or
+    Query (simple protocol)."""
+    fields = [line.split("\t") for line in trace.read_text().splitlines()]
+    return sum(1 for f in fields if len(f) > 2 and f[0] == "F" and f[2] in ("Sync", "Query"))
+
+
+def test_claim_and_complete_take_at_most_four_round_trips(pg: Database,
+                                                          tmp_path: Path) -> None:
+    from psycopg import pq
+
+    one = PostgresDatabase(pg.target, pool_max=1)  # one connection: every statement on it
+    kb = Kanban(one)
+    first = kb.add_card(NewCard("first"))
+    kb.add_card(NewCard("then", depends_on=[first.id]))  # completing also promotes this
+    trace = tmp_path / "libpq.trace"
+    with one.read() as conn:
+        raw = conn.raw
+    with open(trace, "w") as out:
+        raw.pgconn.trace(out.fileno())
+        raw.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        claim = claim_one(kb, first.id)
+        kb.complete(first.id, "done", actor=worker(claim))
+        raw.pgconn.untrace()
+    assert _round_trips(trace) == 2, trace.read_text()  # the goal: at most 4
+    assert kb.card(first.id).status == "done"
+    assert [c.status for c in kb.list_cards()] == ["done", "ready"]
+    one.dispose()
+
+
+def _woken(watcher: NotifyWatcher, action: object) -> bool:
+    event = threading.Event()
+    watcher.wait(0, event)  # forget earlier changes
+    thread = threading.Thread(target=action)  # type: ignore[arg-type]
+    thread.start()
+    changed = watcher.wait(10, event)
+    thread.join()
+    return changed
+
+
+def test_notifications_wake_the_watcher(pg: Database) -> None:
+    kb = Kanban(pg)
+    watcher = change_watcher(pg)
+    assert isinstance(watcher, NotifyWatcher)
+    try:
+        assert watcher.listening.wait(10)
+        parent = kb.add_card(NewCard("parent"))
+        claim = claim_one(kb, parent.id)
+        assert _woken(watcher, lambda: kb.add_card(NewCard("new and ready")))
+        assert _woken(watcher, lambda: kb.set_paused(True))
+        assert _woken(watcher, lambda: kb.set_paused(False))
+        child = kb.add_card(NewCard("child", parent_id=parent.id, priority=9))
+        child_claim = claim_one(kb, child.id)
+        assert _woken(watcher, lambda: kb.complete(child.id, "ok", actor=worker(child_claim)))
+        assert _woken(watcher, lambda: kb.cancel(parent.id))
+        del claim
+        quiet = threading.Event()
+        watcher.wait(0, quiet)
+        kb.comment(parent.id, "no wake-up for a comment")
+        assert not watcher.wait(0.3, quiet)
+    finally:
+        watcher.close()
+
+
+def test_the_watcher_listens_again_after_its_backend_is_terminated(pg: Database) -> None:
+    kb = Kanban(pg)
+    watcher = change_watcher(pg)
+    assert isinstance(watcher, NotifyWatcher)
+    try:
+        assert watcher.listening.wait(10)
+        terminate_backends(pg.target)
+        wait_until(lambda: watcher.listening.is_set() and _listeners(pg.target) == 1,
+                   timeout=20, what="listening again")
+        assert _woken(watcher, lambda: kb.add_card(NewCard("after the reconnect")))
+    finally:
+        watcher.close()
+
+
+def _backends(url: str) -> int:
+    return int(pg_query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                             "current_database() AND pid <> pg_backend_pid()")[0][0])
+
+
+def _listeners(url: str) -> int:
+    return int(pg_query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                             "current_database() AND query LIKE 'LISTEN%%'")[0][0])
+
+
+def test_a_forked_child_never_touches_the_parents_pool(pg: Database) -> None:
+    kb = Kanban(pg)
+    kb.add_card(NewCard("before the fork"))
+    pid = os.fork()
+    if pid == 0:  # the child opens its own connections and leaves the parent's alone
+        code = 0
+        try:
+            Kanban(pg).add_card(NewCard("from the child"))
+            pg.dispose()
+        except BaseException:  # noqa: BLE001 - report through the exit code
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [c.title for c in kb.list_cards()] == ["before the fork", "from the child"]
+
+
+def test_server_time_drives_leases(pg: Database) -> None:
+    kb = Kanban(pg)
+    card = kb.add_card(NewCard("task"))
+    claim = claim_one(kb, card.id)
+    (server,) = pg_query(pg.target, "SELECT now()")[0]
+    assert abs((claim.lease_expires_at - timedelta(seconds=30) - server).total_seconds()) < 1

@@ -1,0 +1,163 @@
+"""The worker's watch thread and hooks on a real database: live activity written without a
+write per token, a cancel noticed at once, each turn committed as it completes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kanban.agent import Interrupt, ScriptedModel, TextDelta, run_agent, text, tool_calls
+from kanban.cards import NewCard
+from kanban.service import Kanban
+from kanban.tools.catalog import REGISTRY
+from kanban.tools.scope import WorkerScope
+from kanban.worker.activity import COUNTS_EVERY_S, Activity
+from kanban.worker.heartbeat import HeartbeatThread
+from kanban.worker.hooks import WorkerHooks
+from tests.support.db import STORES
+from tests.support.procs import wait_until
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_phase_changes_are_written_at_once_counts_at_most_every_second() -> None:
+    ticks = Ticks()
+    activity = Activity(max_turns=10, clock=ticks)
+    assert activity.take() is not None  # the first state
+    activity.model_call(1, "openai:gpt-4o")
+    assert activity.urgent.is_set()
+    assert activity.take() == {"phase": "model", "turn": 1, "max_turns": 10,
+                               "model": "openai:gpt-4o", "tools": [], "tokens": 0, "cost": 0.0}
+    for _ in range(1_000):  # a thousand streamed tokens...
+        activity.streamed(4)
+    assert activity.take() is None  # ...are not worth a write yet
+    ticks.now += COUNTS_EVERY_S
+    assert activity.take()["tokens"] == 1_000  # type: ignore[index]
+    activity.tool_started("terminal")
+    activity.tool_started("read_file")
+    activity.tool_ended("terminal")
+    state = activity.take()
+    assert state is not None and state["phase"] == "tools" and state["tools"] == ["read_file"]
+    activity.tool_started("\x1b[2Jrm -rf")  # a name streamed by the model
+    assert activity.take()["tools"] == ["(unknown tool)", "read_file"]  # type: ignore[index]
+    activity.used(5_000, 0.25)
+    ticks.now += COUNTS_EVERY_S
+    assert activity.take()["cost"] == 0.25  # type: ignore[index]
+
+
+def claimed(kb: Kanban) -> WorkerScope:
+    card = kb.add_card(NewCard(title="watched", board="default"))
+    claim = kb.claim(1, lease_s=30)[0]
+    assert claim.card_id == card.id
+    return WorkerScope(kb, "default", card.id, claim.claim_token, claim.run_id, lease_s=30)
+
+
+def activity_of(kb: Kanban, run_id: int) -> dict[str, Any]:
+    with kb.db.read() as conn:
+        raw = conn.scalar("SELECT activity FROM run WHERE id = :id", {"id": run_id})
+    return json.loads(raw) if raw else {}
+
+
+def test_the_watch_stores_activity_and_notices_a_cancel(kb: Kanban) -> None:
+    scope = claimed(kb)
+    lost: list[str] = []
+    scope.on_lease_lost = lost.append
+    activity, interrupt = Activity(max_turns=5), Interrupt()
+    watch = HeartbeatThread(scope, activity=activity, interrupt=interrupt, check_s=0.02)
+    watch.start()
+    try:
+        activity.tool_started("kanban_show")
+        wait_until(lambda: activity_of(kb, scope.run_id).get("tools") == ["kanban_show"],
+                   timeout=10, what="the tool on the run row")
+        kb.cancel(scope.card_id, reason="changed my mind")
+        wait_until(lambda: interrupt.cancelled, timeout=10, what="the interrupt")
+        assert lost == [f"card #{scope.card_id} is no longer this worker's"]
+        assert interrupt.reason == lost[0]
+    finally:
+        watch.stop()
+    assert not watch.is_alive()
+
+
+def test_finishing_its_own_card_is_not_a_lost_lease(kb: Kanban) -> None:
+    scope = claimed(kb)
+    lost: list[str] = []
+    scope.on_lease_lost = lost.append
+    watch = HeartbeatThread(scope, activity=Activity(max_turns=5), check_s=0.02)
+    watch.start()
+    complete = REGISTRY.get("kanban_complete")
+    complete.handler({"summary": "done"}, scope)
+    wait_until(lambda: not watch.is_alive(), timeout=10, what="the watch ending quietly")
+    assert lost == [] and scope.finished == "completed"
+
+
+def test_each_turn_is_committed_before_the_next_call(kb: Kanban) -> None:
+    scope = claimed(kb)
+    stored: list[int] = []
+
+    def count() -> int:
+        with kb.db.read() as conn:
+            return int(conn.scalar("SELECT count(*) FROM message WHERE run_id = :id",
+                                   {"id": scope.run_id}))
+
+    def second_turn(messages: Any, tools: Any) -> Any:
+        stored.append(count())  # what was committed when the model was called again
+        return tool_calls([("kanban_complete", {"summary": "all done"})],
+                          reasoning="wrapping up")
+
+    model = ScriptedModel([tool_calls([("kanban_show", {}), ("kanban_heartbeat", {})]),
+                           second_turn, text("unused")], name="openai:gpt-4o-mini")
+    hooks = WorkerHooks(scope, Activity(max_turns=5))
+    result = run_agent(model, system="s", prompt="p",
+                       toolbox=REGISTRY.toolbox(["kanban"], scope), hooks=hooks)
+    assert result.stop_reason == "completed"
+    assert stored == [5]  # system, user, the answer and both results
+    with kb.db.read() as conn:
+        rows = conn.all("SELECT seq, role, model, reasoning, data FROM message "
+                        "WHERE run_id = :id ORDER BY seq", {"id": scope.run_id})
+        usage = conn.all("SELECT model, cost FROM usage WHERE run_id = :id",
+                         {"id": scope.run_id})
+    assert [r[0] for r in rows] == list(range(1, 8))
+    assert rows[5][1:4] == ("assistant", "openai:gpt-4o-mini", "wrapping up")
+    assert len(usage) == 2 and all(cost > 0 for _, cost in usage)  # priced as gpt-4o-mini
+    with kb.db.read() as conn:
+        total = conn.scalar("SELECT cost FROM card WHERE id = :id", {"id": scope.card_id})
+    assert total == sum(cost for _, cost in usage)
+
+
+def test_streamed_text_only_moves_counters(kb: Kanban) -> None:
+    scope = claimed(kb)
+    ticks = Ticks()
+    activity = Activity(max_turns=3, clock=ticks)
+    hooks = WorkerHooks(scope, activity)
+    hooks.on_model_start(1, "m")
+    activity.take()
+    activity.urgent.clear()
+    for _ in range(100):
+        hooks.on_event(TextDelta("abcd"))
+    assert activity.snapshot()["tokens"] == 100
+    assert not activity.urgent.is_set() and activity.take() is None
+
+
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_cost_rolls_up_over_the_subtree(kb: Kanban) -> None:
+    from kanban.queries import subtree_cost
+
+    root = kb.add_card(NewCard(title="root", board="default"))
+    child = kb.add_card(NewCard(title="child", board="default", parent_id=root.id))
+    grandchild = kb.add_card(NewCard(title="grandchild", board="default", parent_id=child.id))
+    other = kb.add_card(NewCard(title="unrelated", board="default"))
+    with kb.db.write() as conn:
+        for card, dollars in ((root, 0.5), (child, 0.25), (grandchild, 0.125), (other, 9.0)):
+            conn.run("UPDATE card SET cost = :c WHERE id = :id", {"c": dollars, "id": card.id})
+    with kb.db.read() as conn:
+        assert subtree_cost(conn, root.id) == 0.875
+        assert subtree_cost(conn, child.id) == 0.375
+        assert subtree_cost(conn, 999_999) == 0.0

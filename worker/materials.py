@@ -1,0 +1,94 @@
+"""What a worker finds in its workspace before it starts: its card's attachments and the
+other files of its skills, copied read-only under `.kanban-card/`.
+
+Copies, not links: the stored bytes stay out of the worker's reach, and nothing copied is
+executable (files 0444). Whatever a previous attempt left in `.kanban-card/` is replaced,
+and a symlink planted there is removed rather than followed. `materials_for` says where
+everything goes without copying (for `kanban context`); `place_materials` copies it there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kanban.attachments import Attachments
+from kanban.cards import card_attachments
+from kanban.records import AttachmentRecord
+from kanban.skills import Skill, shipped_files
+
+MATERIALS_DIR = ".kanban-card"
+ATTACHMENTS_DIR = f"{MATERIALS_DIR}/attachments"
+SKILLS_DIR = f"{MATERIALS_DIR}/skills"
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Materials:
+    """Where the card's attachments and skill files are, relative to the workspace."""
+
+    attachments: list[tuple[AttachmentRecord, str]] = field(default_factory=list)
+    skill_files: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.attachments and not any(self.skill_files.values())
+
+
+def materials_for(records: Sequence[AttachmentRecord], skills: Sequence[Skill]) -> Materials:
+    return Materials(
+        [(r, f"{ATTACHMENTS_DIR}/{r.name}") for r in records],
+        {s.name: [f"{SKILLS_DIR}/{s.name}/{rel}" for rel in shipped_files(s)] for s in skills})
+
+
+def place_materials(attachments: Attachments, card_id: int, skills: Sequence[Skill],
+                    workspace: Path) -> Materials:
+    """Copy the card's attachments and its skills' files into `workspace`."""
+    with attachments.db.read() as conn:
+        records = card_attachments(conn, card_id)
+    materials = materials_for(records, skills)
+    if materials.empty and not (workspace / MATERIALS_DIR).exists():
+        return materials  # nothing to place, nothing to clear
+    _fresh_dir(workspace, MATERIALS_DIR)
+    for record, rel in materials.attachments:
+        _copy_read_only(attachments.path_of(record), _inside(workspace, rel))
+    for skill in skills:
+        prefix = f"{SKILLS_DIR}/{skill.name}/"
+        for rel in materials.skill_files[skill.name]:
+            _copy_read_only(skill.folder / rel.removeprefix(prefix), _inside(workspace, rel))
+    return materials
+
+
+def _inside(workspace: Path, rel: str) -> Path:
+    """`workspace/rel`, its folders made here as real folders (never through a link)."""
+    path = workspace
+    parts = Path(rel).parts
+    for part in parts[:-1]:
+        path = path / part
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            path.unlink()
+        path.mkdir(mode=0o700, exist_ok=True)
+    return path / parts[-1]
+
+
+def _fresh_dir(workspace: Path, relative: str) -> Path:
+    """`workspace/relative` as an empty real folder."""
+    path = _inside(workspace, f"{relative}/-")
+    for entry in path.parent.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return path.parent
+
+
+def _copy_read_only(src: Path, dest: Path) -> None:
+    """Copy bytes only; the copy is 0444 and never follows a link at the destination."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with open(src, "rb") as source, os.fdopen(fd, "wb") as out:
+        while chunk := source.read(_CHUNK):
+            out.write(chunk)
+    dest.chmod(0o444)

@@ -1,0 +1,75 @@
+"""A worker's tools: which toolsets its card gets, bound to its workspace and profile."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from kanban import toolsets as names
+from kanban.records import CardRecord
+from kanban.state.config import Config, Profile
+from kanban.tools.catalog import REGISTRY
+from kanban.tools.registry import Tool, Toolbox
+from kanban.tools.runner import Runner
+from kanban.tools.scope import WorkerScope
+from kanban.tools.skill_tools import TOOLSET as SKILLS
+from kanban.tools.workbench import Workbench, command_env
+from kanban.workspaces import Workspace
+
+DEADLINE_MARGIN_S = 3.0  # commands end before the dispatcher's own timeout strikes
+
+
+def card_toolsets(card: CardRecord, profile: Profile, config: Config) -> list[str]:
+    """The card's own toolsets (a delegated card's were granted when it was made), else its
+    profile's; always `kanban`. Unknown names raise ConfigError."""
+    chosen = card.toolsets.split(",") if card.toolsets else list(profile.toolsets)
+    chosen = [names.ALWAYS, *(t for t in chosen if t and t != names.ALWAYS)]
+    names.check(chosen, config, f"card #{card.id}")
+    return list(dict.fromkeys(chosen))
+
+
+def approval_mode(card: CardRecord, profile: Profile) -> str:
+    """The profile's setting; unset, delegated cards refuse dangerous commands and others ask."""
+    if profile.approval is not None:
+        return profile.approval
+    return "deny" if card.parent_id is not None else "ask"
+
+
+def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: WorkerScope,
+              workspace: Workspace, env: Mapping[str, str], runner: Runner,
+              started: float | None = None) -> Workbench:
+    timeout = card.timeout_s or profile.timeout_s
+    search_var = config.web.search_key_env
+    return Workbench(
+        workspace=workspace.path, profile=profile, approval=approval_mode(card, profile),
+        env=command_env(env, workspace.path, drop=(search_var,) if search_var else ()),
+        runner=runner, web=config.web, scope=scope,
+        deadline=(started if started is not None else time.monotonic()) + timeout
+        - DEADLINE_MARGIN_S,
+        search_key=env.get(search_var) if search_var else None)
+
+
+def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
+            bench: Workbench) -> Toolbox:
+    """Registry tools of the built-in and plug-in toolsets, plus the tools of MCP servers
+    (started here, so the model sees their tools). McpError if a server does not start."""
+    registered: list[str] = []
+    extra: list[Tool] = []
+    servers = [t.removeprefix("mcp:") for t in toolsets if t.startswith("mcp:")]
+    if servers:
+        from kanban.tools.mcp import McpServers
+
+        bench.mcp = McpServers({n: config.mcp[n] for n in servers}, cwd=bench.workspace,
+                               env=bench.env)
+        for name in servers:
+            extra += bench.mcp.tools(name)
+    for name in toolsets:
+        if name.startswith("mcp:"):
+            continue
+        if name not in names.BUILTIN:
+            names.load_plugin(name, REGISTRY)
+        registered.append(name)
+    # The board's toolsets (kanban, skills) act for the card; the others work in its workspace.
+    contexts = {name: bench for name in registered if name not in (names.ALWAYS, SKILLS)}
+    return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra)
+
