@@ -152,8 +152,16 @@ class Kanban:
             return claims.release_due(conn, now=self.clock())
 
     def promote_ready(self) -> list[int]:
-        with self.db.write() as conn:
-            return dependencies.promote_ready(conn, self.clock())
+        """The safety sweep behind the promotions completions make: found under a read
+        snapshot, promoted in small write transactions (rechecked there)."""
+        with self.db.read() as conn:
+            found = dependencies.promotable(conn)
+        promoted: list[int] = []
+        for start in range(0, len(found), dependencies.SWEEP_BATCH):
+            with self.db.write() as conn:
+                promoted += dependencies.promote_ready(
+                    conn, self.clock(), candidates=found[start:start + dependencies.SWEEP_BATCH])
+        return promoted
 
     def create_swarm(self, new: NewSwarm) -> Swarm:
         """Workers, verifier and synthesizer (and a planner without parts): one transaction."""
