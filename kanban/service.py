@@ -120,8 +120,9 @@ class Kanban:
                                           claim_token=actor.claim_token, actor=actor.name,
                                           implicit=implicit)
         with self.db.write() as conn:
-            return transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
-                                        implicit=implicit)
+            transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
+                                 implicit=implicit)
+            return cards.get_card(conn, card_id)
 
     def block(self, card_id: int, reason: str, *, actor: Actor = USER) -> CardRecord:
         with self.db.write() as conn:
