@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kanban.approvals import ApprovalRecord
     from kanban.claims import ClaimFilter
     from kanban.edits import CardEdit
+    from kanban.gc import GcReport
     from kanban.search import SearchHit
     from kanban.stats import Stats
     from kanban.swarms import NewSwarm, Swarm
@@ -163,6 +164,15 @@ class Kanban:
                 promoted += dependencies.promote_ready(
                     conn, self.clock(), candidates=found[start:start + dependencies.SWEEP_BATCH])
         return promoted
+
+    def collect_garbage(self, home: Path, *, older_than: timedelta, batch: int = 500,
+                        board: str | None = None) -> GcReport:
+        """Archive finished cards older than `older_than` and prune what they left behind,
+        in short write transactions (see kanban.gc)."""
+        from kanban import gc
+
+        return gc.collect(self.db, home, older_than=older_than, now=self.clock(),
+                          board=board, batch=batch)
 
     def create_swarm(self, new: NewSwarm) -> Swarm:
         """Workers, verifier and synthesizer (and a planner without parts): one transaction."""
