@@ -72,7 +72,9 @@ class Card(SQLModel, table=True):
             **_where("status = 'running'"),
         ),
         Index("ix_card_board_status", "board", "status"),
-        Index("ix_card_status_board", "status", "board"),  # by state across boards
+        # The cards waiting on dependencies and the running ones, in id order.
+        Index("ix_card_todo", "id", **_where("status = 'todo'")),
+        Index("ix_card_running", "id", **_where("status = 'running'")),
         # The board view: a column's first cards without sorting the whole column.
         Index("ix_card_board_column", "board", "status", text("priority DESC"), "id",
               **_where("archived_at IS NULL")),

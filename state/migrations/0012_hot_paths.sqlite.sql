@@ -1,8 +1,13 @@
 -- Frozen once landed: migration 12 (SQLite): no scan on a hot path.
 -- Never edit; add a new migration.
 
--- Cards by state across boards (the live board's running set, the dependency sweep).
-CREATE INDEX ix_card_status_board ON card (status, board);
+-- Two more queues, each a partial index in id order: the cards waiting on dependencies
+-- (the dispatcher's promotion sweep) and the running ones (the live board's running set).
+-- Not one index on status: the planner would prefer it to the ready queue's order and to
+-- a completion's dependents, and sort or filter every card in a state to return a few.
+CREATE INDEX ix_card_todo ON card (id) WHERE status = 'todo';
+
+CREATE INDEX ix_card_running ON card (id) WHERE status = 'running';
 
 -- Each board's column counts, kept by triggers in the writing transaction: the board view
 -- reads a handful of rows instead of counting every card it ever held.
