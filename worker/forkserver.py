@@ -33,11 +33,15 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
     import kanban.agent.scripts  # noqa: F401
     import kanban.tools.catalog  # noqa: F401
     import kanban.worker.main  # noqa: F401
-    from kanban import agent
+    from kanban import agent, toolsets
+    from kanban.agent.user_hooks import hook_points
     from kanban.state import open_database
     from kanban.state.paths import DbLocation
 
     agent.preload(providers)
+    # The installed plug-ins, scanned once here rather than in every worker (~30 ms each).
+    hook_points()
+    toolsets.plugins()
     if db_target is None:
         return None
     db = open_database(DbLocation(db_target, "env"))
