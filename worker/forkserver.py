@@ -30,6 +30,8 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
     Only the SDKs of `providers` are imported; a worker needing another imports it itself.
     No connection stays open: none may cross a fork.
     """
+    import tomllib  # noqa: F401  (every worker reads its config: the last import after a fork)
+
     import kanban.agent.scripts  # noqa: F401
     import kanban.tools.catalog  # noqa: F401
     import kanban.worker.main  # noqa: F401
