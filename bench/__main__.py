@@ -19,6 +19,7 @@ from bench import (
     memory,
     postgres,
     recovery,
+    scale,
     throughput,
     tools,
     web,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "web": web.run,
     "daily": daily.run,
     "tools": tools.run,
+    "scale": scale.run,  # a million cards against 10,000
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"

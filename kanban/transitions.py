@@ -112,13 +112,14 @@ def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
 
 
 def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
-             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> CardRecord:
+             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> None:
+    """The hot end of every card: four statements, no re-read (callers that show the card
+    read it themselves)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
     _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
           outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
                                              "finished_at": now}, implicit=implicit)
     promote_dependents(conn, card_id, now)
-    return get_card(conn, card_id)
 
 
 def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
