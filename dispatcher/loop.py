@@ -194,14 +194,25 @@ class Dispatcher:
 
     # one pass
     def step(self) -> None:
-        self.reap_exited()
-        self.record_processes()
-        self.police_workers()
+        """Each duty runs even when another met a busy or unreachable database: rescue must
+        still kill a frozen worker that holds SQLite's write lock. Claims wait until all
+        duties went through; the first error then pauses the loop."""
+        failed: TransientDatabaseError | None = None
+        for duty in (self.reap_exited, self.record_processes, self.police_workers,
+                     self._tick_if_due):
+            try:
+                duty()
+            except TransientDatabaseError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+        if not self.stop_requested.is_set():
+            self.claim_and_spawn()
+
+    def _tick_if_due(self) -> None:
         if time.monotonic() >= self._next_tick:
             self.tick()
             self._next_tick = time.monotonic() + self.opts.tick_s
-        if not self.stop_requested.is_set():
-            self.claim_and_spawn()
 
     def tick(self) -> None:
         """The slow duties: expired leases and orphans, promotions, cron, liveness."""
