@@ -18,6 +18,7 @@ from kanban.claims import ClaimFilter
 from kanban.cron.courier import Courier, courier_for
 from kanban.cron.firing import fire_due_jobs
 from kanban.dispatcher import procs, rescue
+from kanban.dispatcher.breaker import Breaker
 from kanban.dispatcher.environment import base_env, worker_env
 from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
@@ -37,6 +38,7 @@ from kanban.service import Kanban
 from kanban.state.config import CONFIG_ENV, Config, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import Backoff, retry_transient
+from kanban.state.sqlite_errors import BUSY
 from kanban.transitions import Actor
 
 __all__ = ["DispatchOptions", "Dispatcher"]
@@ -78,6 +80,8 @@ class Dispatcher:
         self._unrecorded: list[tuple[int, int, int | None]] = []  # (run, pid, start) to store
         self._outage_since: float | None = None
         self._outage_attempt = 0
+        self.breaker = Breaker()
+        self._breaker_stored = False  # whether the stored breaker state says open
 
     # lifecycle
     def start(self) -> None:
@@ -131,6 +135,8 @@ class Dispatcher:
                 try:
                     self.step()
                 except TransientDatabaseError as exc:
+                    if exc.kind not in (None, BUSY):  # the host's fault: read-only, full, I/O
+                        self._infra_failure(exc.message)
                     self._wait_out_outage(exc)
                     continue
                 self._outage_over()
@@ -168,6 +174,8 @@ class Dispatcher:
     def _sleep_budget(self) -> float:
         """Until the next tick, or until a backed-off card becomes due if that is sooner."""
         budget = max(0.0, self._next_tick - time.monotonic())
+        if self.breaker.is_open:
+            budget = min(budget, max(0.0, self.breaker.next_probe - time.monotonic()))
         if self._next_due is not None:
             due = (self._next_due - self.kb.clock()).total_seconds()
             budget = min(budget, max(0.0, due))
@@ -199,15 +207,50 @@ class Dispatcher:
         duties went through; the first error then pauses the loop."""
         failed: TransientDatabaseError | None = None
         for duty in (self.reap_exited, self.record_processes, self.police_workers,
-                     self._tick_if_due):
+                     self._tick_if_due, self._store_breaker):
             try:
                 duty()
             except TransientDatabaseError as exc:
                 failed = failed or exc
         if failed is not None:
             raise failed
-        if not self.stop_requested.is_set():
+        if not self.stop_requested.is_set() and not self._breaker_holds():
             self.claim_and_spawn()
+
+    # the circuit breaker
+    def _infra_failure(self, reason: str) -> None:
+        if self.breaker.failed(reason):
+            event(f"circuit breaker open after {self.breaker.failures} infrastructure failures "
+                  f"in a row ({reason}); not claiming, keeping {len(self.workers)} workers, "
+                  "probing the database", logging.WARNING, kind="breaker_open", reason=reason,
+                  running=len(self.workers))
+
+    def _breaker_holds(self) -> bool:
+        """True while the breaker is open; a due probe (a real write on a fresh connection,
+        as a new worker would make) closes it."""
+        b = self.breaker
+        if not b.is_open:
+            return False
+        if not b.probe_due():
+            return True
+        try:
+            self.kb.db.probe_write()
+        except DatabaseError as exc:
+            b.probe_failed(exc.message)
+            return True
+        took = b.close()
+        event(f"circuit breaker closed after {took:.1f}s: the database takes writes again; "
+              "claiming", logging.WARNING, kind="breaker_closed", open_s=round(took, 3))
+        return False
+
+    def _store_breaker(self) -> None:
+        """What `kanban status` and the board show, written once per change."""
+        if self.breaker.is_open == self._breaker_stored or self.id is None:
+            return
+        reason = self.breaker.reason if self.breaker.is_open else None
+        with self.kb.db.write() as conn:
+            control.set_breaker(conn, self.id, reason, self.kb.clock())
+        self._breaker_stored = self.breaker.is_open
 
     def _tick_if_due(self) -> None:
         if time.monotonic() >= self._next_tick:
@@ -308,6 +351,7 @@ class Dispatcher:
             event(f"#{claim.card_id}: worker did not start: {exc}", logging.ERROR,
                   kind="spawn_failed", card=claim.card_id, error=str(exc))
             self._hand_back(claim, f"worker did not start: {exc}", delay_s=1.0)
+            self._infra_failure(f"worker did not start: {exc}")
             return None
         self.workers.add(LocalWorker(claim, pid, claim.profile, timeout))
         return pid
@@ -348,9 +392,13 @@ class Dispatcher:
             pid, code = self._exits[0]
             worker = self.workers.get(pid)
             if worker is not None:
-                rescue.settle_exit(self, worker, code)
+                infra = rescue.settle_exit(self, worker, code)
                 self.workers.pop(pid)
                 rescue.log_exit(self, worker, code)
+                if infra is not None:
+                    self._infra_failure(infra)
+                elif code == 0:
+                    self.breaker.succeeded()
             self._exits.popleft()
 
     def police_workers(self) -> None:

@@ -12,6 +12,7 @@ import logging
 import signal
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Protocol
 
 from kanban import claims, control, transitions
@@ -37,12 +38,14 @@ class Dispatcher(Protocol):
     opts: DispatchOptions
     workers: LocalWorkers
     id: int | None
+    home: Path
     host: str
     instance: Instance
 
     def actor(self, claim_token: str | None = None) -> Actor: ...
 
 
+EXIT_INFRA = 74  # the worker could not use the database (worker/main.py)
 EXIT_LEASE_LOST = 75
 ORPHAN_GRACE_S = 10.0
 # An orphan stops itself this long after its timeout (worker/watchdog.py); a surviving
@@ -50,20 +53,50 @@ ORPHAN_GRACE_S = 10.0
 ORPHAN_TIMEOUT_GRACE_S = 20.0
 
 
-def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
-    """A worker exited: record its exit code; requeue its card if it left it running."""
+def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> str | None:
+    """A worker exited: record its exit code; requeue its card if it left it running.
+    Returns the worker's own error when the database failed it (an infrastructure fault:
+    the card goes back without spending an attempt)."""
     c = worker.claim
+    infra = None
     with d.kb.db.write() as conn:
         if claims.is_current(conn, c.card_id, c.claim_token):
-            if worker.timed_out:
-                outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
-            elif code == EXIT_LEASE_LOST:
-                outcome, error = Outcome.LEASE_LOST, "the worker's lease expired"
+            said = last_line(worker_log(d.home, c.card_id, c.attempt)).removeprefix(
+                "kanban worker: ")
+            actor = d.actor(c.claim_token)
+            if code == EXIT_INFRA and not worker.timed_out:
+                infra = said or "the worker could not use the database"
+                transitions.hand_back(conn, c.card_id, f"infrastructure: {infra}",
+                                      now=d.kb.clock(), actor=actor, delay_s=1.0)
             else:
-                outcome, error = Outcome.CRASHED, f"worker exited with code {code}"
-            transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
-                                        actor=d.actor(c.claim_token))
+                if worker.timed_out:
+                    outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
+                elif code == EXIT_LEASE_LOST:
+                    outcome, error = Outcome.LEASE_LOST, "the worker's lease expired"
+                else:
+                    outcome, error = Outcome.CRASHED, f"worker exited with code {code}" + (
+                        f": {said}" if said else "")
+                transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
+                                            actor=actor)
         claims.record_exit(conn, c.run_id, code)
+    return infra
+
+
+def worker_log(home: Path, card_id: int, attempt: int) -> Path:
+    return home / "logs" / f"{card_id}-{attempt}.log"
+
+
+def last_line(path: Path, limit: int = 500) -> str:
+    """The last non-empty line a worker wrote (its one-line error), bounded."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
 
 
 def log_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -17,16 +19,29 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kanban.state.errors import CorruptDatabaseError, DatabaseError
+from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
 from kanban.state.retry import Backoff
-from kanban.state.sqlite_errors import describe_error, is_busy, translate
-from kanban.state.store import Conn, Database
+from kanban.state.sqlite_errors import IO, describe_error, is_busy, translate
+from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
 from kanban.state.timeutil import utcnow
 
 BUSY_TIMEOUT_MS = 30_000
 PATIENCE_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock, all tries included
 BUSY_SLICE_S = 1.0  # SQLite's own busy handler waits this long per try; then a jittered pause
 _BEGIN_BACKOFF = Backoff(first_s=0.02, cap_s=0.5)
+# The write probe, run by a fresh interpreter: prints "code<TAB>message" on failure.
+_PROBE = f"""
+import sqlite3, sys
+try:
+    c = sqlite3.connect(sys.argv[1], timeout={BUSY_SLICE_S}, isolation_level=None)
+    c.execute("BEGIN IMMEDIATE")
+    c.execute({PROBE_INSERT!r}, {{"key": sys.argv[2]}})
+    c.execute({PROBE_DELETE!r}, {{"key": sys.argv[2]}})
+    c.execute("COMMIT")
+except sqlite3.Error as e:
+    print(f"{{getattr(e, 'sqlite_errorcode', '')}}\t{{e}}")
+    sys.exit(1)
+"""
 
 __all__ = ["BUSY_TIMEOUT_MS", "SQLiteDatabase", "create_file", "describe_error"]
 
@@ -160,6 +175,27 @@ class SQLiteDatabase(Database):
                 if time.monotonic() + pause >= deadline:
                     raise
                 time.sleep(pause)
+
+    def probe_write(self) -> None:
+        """In a fresh process: within this one SQLite reuses the file descriptors of closed
+        connections, so a probe here could still write where a new worker cannot (an
+        immutable file opens read-only elsewhere)."""
+        if self.corrupt is not None:
+            raise CorruptDatabaseError(self.corrupt)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", _PROBE, str(self.path), PROBE_KEY],
+                capture_output=True, text=True, timeout=max(5.0, self.patience_s + 2))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TransientDatabaseError(f"cannot probe the database ({self.path}): {exc}",
+                                         kind=IO) from None
+        if done.returncode == 0:
+            return
+        code, _, text = done.stdout.strip().partition("\t")
+        error = sqlite3.OperationalError(text or done.stderr.strip()[-300:] or "probe failed")
+        if code.isdigit():
+            error.sqlite_errorcode = int(code)
+        raise self._translate(error)
 
     def _translate(self, exc: sqlite3.Error) -> DatabaseError:
         error = translate(self.path, exc)

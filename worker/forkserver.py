@@ -9,6 +9,7 @@ environment. EOF on stdin shuts the server down (workers keep running).
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
@@ -16,12 +17,15 @@ import selectors
 import signal
 import sys
 import traceback
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kanban.state.store import Database
 
 EXIT_INTERNAL = 70
+EXIT_INFRA = 74  # as worker/main.py: the host failed it
+HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
 
 
 def preload(db_target: str | None, providers: list[str]) -> Database | None:
@@ -68,12 +72,19 @@ def run_child(request: dict[str, Any], inherited: list[int], db: Database | None
                     else None)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+    except OSError as exc:
+        if exc.errno in HOST_ERRNOS:  # no space for its workspace or log: not the card's fault
+            code = EXIT_INFRA
+        with suppress(OSError):
+            traceback.print_exc()
     except BaseException:
-        traceback.print_exc()
+        with suppress(OSError):
+            traceback.print_exc()
     finally:
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            with suppress(OSError):
+                sys.stdout.flush()
+                sys.stderr.flush()
         finally:
             os._exit(code)
 
