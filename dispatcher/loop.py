@@ -81,6 +81,8 @@ class Dispatcher:
         self._outage_since: float | None = None
         self._outage_attempt = 0
         self.breaker = Breaker()
+        self._lost: list[Claim] = []  # claims whose forkserver died, to hand back
+        self._spawner_gone = False  # the forkserver died and could not be restarted yet
         self._breaker_stored = False  # whether the stored breaker state says open
 
     # lifecycle
@@ -94,16 +96,70 @@ class Dispatcher:
         self.kb.db.patience_s = min(self.kb.db.patience_s, STEP_PATIENCE_S)
         self.id = retry_transient(self._register, backoff=OUTAGE_BACKOFF,
                                   stop=self.stop_requested, on_retry=self._say_retry)
-        self.spawner = (
-            ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
-                              self.providers_in_use())
-            if self.opts.warm else SubprocessSpawner(self.wake))
+        retry_transient(lambda: rescue.adopt_dead_instances(self), backoff=OUTAGE_BACKOFF,
+                        stop=self.stop_requested, on_retry=self._say_retry)
+        self.spawner = self._new_spawner()
         self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
         event(f"dispatcher {self.id} started: pid {os.getpid()}, {self.max_workers} workers at "
               "most" + (f", board {self.opts.board}" if self.opts.board else ""),
               kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
               instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board)
+
+    def _new_spawner(self) -> Spawner:
+        if not self.opts.warm:
+            return SubprocessSpawner(self.wake)
+        return ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
+                                 self.providers_in_use())
+
+    def _replace_lost_forkserver(self) -> None:
+        """A forkserver that died under us (the OOM killer's first pick) reports no more
+        exits: stop the workers it held, give their cards back (no attempt spent), start
+        a new one."""
+        old = self.spawner
+        if not isinstance(old, ForkServerSpawner):
+            return
+        code = old.lost()
+        if code is None:
+            return
+        self.reap_exited()  # what it reported before it died
+        held = list(self.workers)
+        how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        event(f"the worker forkserver (pid {old.pid}) {how}; stopping its {len(held)} "
+              "worker(s), requeueing their cards and starting a new one", logging.WARNING,
+              kind="forkserver_lost", pid=old.pid, exit_code=code, running=len(held))
+        for worker in held:
+            procs.kill_and_confirm(worker.pid, timeout=self.opts.kill_grace_s)
+            self.workers.pop(worker.pid)
+        self._lost.extend(w.claim for w in held)
+        old.close()
+        self.spawner = None
+        self._infra_failure(f"the worker forkserver {how}")
+        try:
+            self.spawner = self._new_spawner()
+        except SpawnError as exc:  # tried again at the next step
+            event(f"cannot restart the worker forkserver: {exc}", logging.ERROR,
+                  kind="forkserver_failed", error=str(exc))
+            self._infra_failure(f"cannot restart the worker forkserver: {exc}")
+            self._spawner_gone = True
+
+    def _hand_back_lost(self) -> None:
+        """Cards whose workers died with their forkserver; kept until written."""
+        while self._lost:
+            claim = self._lost[0]
+            self._hand_back(claim, "its worker forkserver died")
+            self._lost.pop(0)
+            event(f"#{claim.card_id} handed back to ready (no attempt spent)", logging.WARNING,
+                  kind="handed_back", card=claim.card_id)
+
+    def _ensure_spawner(self) -> None:
+        if self._spawner_gone:
+            try:
+                self.spawner = self._new_spawner()
+            except SpawnError as exc:
+                self._infra_failure(f"cannot restart the worker forkserver: {exc}")
+                return
+            self._spawner_gone = False
 
     def _register(self) -> int:
         i = self.instance
@@ -206,15 +262,18 @@ class Dispatcher:
         still kill a frozen worker that holds SQLite's write lock. Claims wait until all
         duties went through; the first error then pauses the loop."""
         failed: TransientDatabaseError | None = None
-        for duty in (self.reap_exited, self.record_processes, self.police_workers,
-                     self._tick_if_due, self._store_breaker):
+        self._replace_lost_forkserver()
+        self._ensure_spawner()
+        for duty in (self.reap_exited, self._hand_back_lost, self.record_processes,
+                     self.police_workers, self._tick_if_due, self._store_breaker):
             try:
                 duty()
             except TransientDatabaseError as exc:
                 failed = failed or exc
         if failed is not None:
             raise failed
-        if not self.stop_requested.is_set() and not self._breaker_holds():
+        if not self.stop_requested.is_set() and not self._spawner_gone and \
+                not self._breaker_holds():
             self.claim_and_spawn()
 
     # the circuit breaker

@@ -19,7 +19,7 @@ from kanban import claims, control, transitions
 from kanban.claims import Lease
 from kanban.control import DispatcherInfo
 from kanban.dispatcher import procs
-from kanban.dispatcher.instance import Instance, is_same_process
+from kanban.dispatcher.instance import Instance, is_same_process, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
 from kanban.dispatcher.logs import event
 from kanban.dispatcher.options import DispatchOptions
@@ -223,3 +223,50 @@ def _rescue(d: Dispatcher, lease: Lease, pid: int | None, outcome: Outcome, why:
           + (f" (pid {pid} stopped)" if pid is not None else ""), logging.WARNING,
           kind="lease_expired" if outcome is Outcome.LEASE_LOST else "rescued",
           card=lease.card_id, pid=pid, outcome=str(outcome))
+
+
+def adopt_dead_instances(d: Dispatcher) -> list[int]:
+    """At start: earlier dispatcher instances of this host's boot whose process is gone
+    died without cleaning up. Their cards go back to ready at once, spending no attempt
+    (the dispatcher's death is not the card's fault): a worker of theirs that still runs
+    is stopped first. Returns the requeued cards."""
+    with d.kb.db.read() as conn:
+        leases = claims.running_leases(conn, board=d.opts.board)
+        owners = control.dispatchers_by_id(
+            conn, {lease.dispatcher_id for lease in leases if lease.dispatcher_id is not None})
+    dead = {owner.id for owner in owners.values() if _died_here(d, owner)}
+    requeued = []
+    for lease in leases:
+        if lease.dispatcher_id not in dead:
+            continue
+        pid = lease.pid if is_same_process(lease.pid, lease.proc_start) else None
+        if pid is not None and not procs.kill_and_confirm(pid, timeout=d.opts.kill_grace_s):
+            continue  # still alive: the lease-based rescue takes it later
+        with d.kb.db.write() as conn:
+            if claims.current_lease(conn, lease.card_id, lease.claim_token) is None:
+                continue
+            why = ("its dispatcher died before a worker started" if lease.pid is None
+                   else "its dispatcher died")
+            transitions.hand_back(conn, lease.card_id, why, now=d.kb.clock(),
+                                  actor=d.actor(lease.claim_token))
+        requeued.append(lease.card_id)
+    if dead:
+        with d.kb.db.write() as conn:
+            for owner_id in dead:
+                control.stop_dispatcher(conn, owner_id, d.kb.clock())
+    if requeued:
+        event(f"requeued {', '.join(f'#{c}' for c in requeued)} of dead dispatcher(s) "
+              f"{', '.join(map(str, sorted(dead)))} (no attempt spent)", logging.WARNING,
+              kind="adopted", cards=requeued, dispatchers=sorted(dead))
+    return requeued
+
+
+def _died_here(d: Dispatcher, owner: DispatcherInfo) -> bool:
+    """An instance of this host's current boot, not stopped, whose process is gone (or is
+    this very process: a restarted container may hand the new dispatcher the old pid)."""
+    if owner.id == d.id or owner.stopped_at is not None:
+        return False
+    if owner.host != d.instance.host or owner.boot_id is None or \
+            owner.boot_id != d.instance.boot_id:
+        return False
+    return owner.pid == d.instance.pid or process_start(owner.pid) is None

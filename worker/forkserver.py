@@ -99,6 +99,11 @@ def _redirect(log_path: str) -> None:
     os.close(null)
 
 
+class DispatcherGone(Exception):
+    """Nobody reads our reports any more: the dispatcher died. Its workers run on (a new
+    dispatcher requeues their cards); this server leaves without a word."""
+
+
 class ForkServer:
     def __init__(self, stdin_fd: int, out_fd: int, db: Database | None) -> None:
         self.db = db
@@ -110,7 +115,10 @@ class ForkServer:
         self.buffer = b""
 
     def send(self, message: dict[str, Any]) -> None:
-        os.write(self.out_fd, (json.dumps(message) + "\n").encode())
+        try:
+            os.write(self.out_fd, (json.dumps(message) + "\n").encode())
+        except (BrokenPipeError, ConnectionResetError):
+            raise DispatcherGone from None
 
     def serve(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -174,7 +182,8 @@ def main() -> None:
     db = preload(args[0] if args and args[0] else None, providers)
     gc.collect()
     gc.freeze()  # keep forked workers from copying pages the collector would touch
-    ForkServer(0, out_fd, db).serve()
+    with suppress(DispatcherGone):
+        ForkServer(0, out_fd, db).serve()
 
 
 def db_target(db: Database) -> str:
