@@ -15,7 +15,13 @@ from typing import Any
 
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
-from kanban.dependencies import demote_dependents, promote_dependents, unfinished_dependencies
+from kanban.dependencies import (
+    block_dependents,
+    demote_dependents,
+    promote_dependents,
+    release_dependents,
+    unfinished_dependencies,
+)
 from kanban.errors import CardNotFound, InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import CardRecord
@@ -117,6 +123,7 @@ def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
     _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
           outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
                                              "finished_at": now}, implicit=implicit)
+    release_dependents(conn, card_id, now, actor=actor.name)
     promote_dependents(conn, card_id, now)
     return get_card(conn, card_id)
 
@@ -144,6 +151,8 @@ def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
     _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
           outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    block_dependents(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
+                     actor=actor.name)
     return get_card(conn, card_id)
 
 
@@ -166,6 +175,8 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
     })
     if card.status == CardStatus.DONE:
         demote_dependents(conn, card_id, now, actor=actor.name)
+    else:
+        release_dependents(conn, card_id, now, actor=actor.name)
     return get_card(conn, card_id)
 
 
@@ -186,6 +197,7 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
     error = error[:v.MAX_COMMENT]
     _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
+    block_dependents(conn, card_id, f"failed: {error}", now, actor=actor.name)
     return get_card(conn, card_id)
 
 
@@ -201,6 +213,7 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
         _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
+        block_dependents(conn, card_id, f"failed: {msg}", now, actor=actor.name)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
