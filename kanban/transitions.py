@@ -180,6 +180,25 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
     return get_card(conn, card_id)
 
 
+def retry_all(conn: Conn, board: str, status: CardStatus, *, now: datetime,
+              since: datetime | None = None, actor: Actor = USER) -> tuple[list[int], list[str]]:
+    """Retry every unarchived `status` card of `board` (finished since `since`): the ids
+    requeued, and why any could not be."""
+    check(Action.RETRY, status, 0)
+    sql = ("SELECT id FROM card WHERE board = :board AND status = :status AND "
+           "archived_at IS NULL" + (" AND finished_at >= :since" if since is not None else ""))
+    ids = conn.column(sql + " ORDER BY id", {"board": board, "status": status, "since": since})
+    done, refused = [], []
+    for card_id in ids:
+        try:
+            retry(conn, card_id, now=now, actor=actor)
+        except InvalidTransition as exc:  # its key is held by an unfinished card
+            refused.append(exc.message)
+            continue
+        done.append(card_id)
+    return done, refused
+
+
 def archive(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
     card = get_card(conn, card_id)
     check(Action.ARCHIVE, card.status, card_id)

@@ -120,3 +120,20 @@ def test_a_read_only_database_has_its_own_message(board: BoardFiles) -> None:
     assert added.returncode == 1
     assert added.stderr.startswith("kanban: error: the database is read-only")
     assert len(added.stderr.strip().splitlines()) == 1
+
+
+def test_retry_requeues_failed_cards_in_bulk(board: BoardFiles) -> None:
+    failed = [board.add(f"failed {n}", max_attempts=1) for n in range(3)]
+    kept = board.add("failed on another board", max_attempts=1)
+    board.kb.ensure_board("other")
+    with board.kb.db.write() as conn:
+        conn.run("UPDATE card SET board = 'other' WHERE id = :id", {"id": kept})
+        conn.run("UPDATE card SET status = 'failed', finished_at = :now, attempt = 1",
+                 {"now": board.kb.clock()})
+    done = kanban(board.path, "retry", "--status", "failed", "--since", "1h")
+    assert done.stdout.strip() == f"requeued 3 failed card(s): {', '.join(f'#{i}' for i in failed)}"
+    assert query(board.path, "SELECT id FROM card WHERE status = 'ready' ORDER BY id") == [
+        (i,) for i in failed]
+    assert query(board.path, "SELECT status FROM card WHERE id = ?", kept) == [("failed",)]
+    both = kanban(board.path, "retry", "1", "--status", "failed", check=False)
+    assert both.returncode == 2 and "not both" in both.stderr

@@ -105,3 +105,26 @@ def test_a_dispatcher_killed_in_its_first_second_is_followed_at_once(board: Boar
     assert query(board.path, "SELECT count(*) FROM run WHERE outcome = 'lease_lost'") == [(0,)]
     for path in (first_log, second_log):
         assert "Traceback" not in path.read_text(), path.read_text()
+
+
+def test_a_second_sigterm_hands_running_cards_back_without_spending_attempts(
+        board: BoardFiles, tmp_path: Path) -> None:
+    spec = board.script("slow", slow_steps(1.0, heartbeats=20))
+    board.configure(f'[profiles.default]\nmodel = "{spec}"\n')
+    ids = [board.add(f"card {n}") for n in range(3)]
+    log = tmp_path / "dispatcher.log"
+    d = start_dispatcher(board.path, "--max-workers", "3", "--drain-timeout", "30", log=log)
+    try:
+        wait_until(lambda: running(board.path) == 3, timeout=60, what="three workers")
+        d.send_signal(signal.SIGTERM)
+        wait_until(lambda: "stopping:" in log.read_text(), timeout=30, what="draining")
+        d.send_signal(signal.SIGTERM)
+        assert d.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if d.poll() is None:
+            d.kill()
+    assert query(board.path, "SELECT status, count(*) FROM card GROUP BY status") == [
+        ("ready", len(ids))]
+    assert query(board.path, "SELECT id FROM card WHERE attempt - retry_base != 0") == []
+    assert query(board.path, "SELECT DISTINCT outcome FROM run") == [("handed_back",)]
+    assert "Traceback" not in log.read_text()
