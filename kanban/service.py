@@ -142,6 +142,17 @@ class Kanban:
         with self.db.write() as conn:
             return transitions.retry(conn, card_id, now=self.clock())
 
+    def retry_all(self, board: str, status: str, *,
+                  since: datetime | None = None) -> tuple[list[int], list[str]]:
+        """Requeue every `status` card of a board (finished since `since`) in one go."""
+        from kanban.cards import require_board
+        from kanban.states import CardStatus
+
+        with self.db.write() as conn:
+            require_board(conn, board)
+            return transitions.retry_all(conn, board, CardStatus(status), now=self.clock(),
+                                         since=since)
+
     def archive(self, card_id: int) -> CardRecord:
         with self.db.write() as conn:
             return transitions.archive(conn, card_id, now=self.clock())
