@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,27 @@ class ChildTask:
     timeout_s: float | None = None  # None: the batch's
     max_attempts: int | None = None  # None: the batch's
     workspace: str | None = None  # stored form (kanban.workspaces.normalise_spec)
+    role: str = "leaf"  # orchestrator: gets `delegate` while above max_depth
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """What a waiting card waits on: its children, the delegate call that made them (whose
+    result the resumed conversation gets) and per child the toolsets that were not granted."""
+
+    children: tuple[int, ...]
+    call_id: str | None = None
+    not_granted: tuple[dict[str, str], ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({"children": list(self.children), "call_id": self.call_id,
+                           "not_granted": list(self.not_granted)})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Delegation:
+        data = json.loads(text) if text else {}
+        return cls(tuple(int(i) for i in data.get("children", ())), data.get("call_id"),
+                   tuple(data.get("not_granted", ())))
 
 
 @dataclass(frozen=True)
@@ -74,6 +96,10 @@ def add_children(conn: Conn, parent_id: int, tasks: Sequence[ChildTask], *,
         if bad:
             raise ValidationError(f"task {index} ('{task.title}'): 'after' may only name "
                                   f"earlier tasks of this batch (0..{index - 1}), not {bad}")
+        if task.role == "orchestrator" and parent.depth + 1 >= max_depth:
+            raise LimitExceeded(f"task {index} ('{task.title}'): an orchestrator at depth "
+                                f"{parent.depth + 1} could not delegate (max_depth is "
+                                f"{max_depth}); give it role 'leaf'")
         card = add_card(conn, NewCard(
             title=task.title, goal=task.goal, context=task.context, board=parent.board,
             profile=task.profile, depends_on=[ids[i] for i in task.after], parent_id=parent_id,
@@ -81,7 +107,7 @@ def add_children(conn: Conn, parent_id: int, tasks: Sequence[ChildTask], *,
             timeout_s=task.timeout_s or timeout_s,
             max_attempts=task.max_attempts or max_attempts, workspace=task.workspace,
             toolsets=",".join(task.toolsets) if task.toolsets is not None else None,
-            key=task.key, skills=task.skills,
+            key=task.key, skills=task.skills, role=task.role,
         ), now)
         ids.append(card.id)
     return ids
@@ -100,6 +126,17 @@ def children_status(conn: Conn, ids: Sequence[int]) -> list[ChildStatus]:
         {f"i{n}": card_id for n, card_id in enumerate(ids)})
     return [ChildStatus(row[0], row[1], row[2], row[3], row[4], as_time(row[5]),
                         as_time(row[6]), row[7], as_time(row[8]), row[9]) for row in rows]
+
+
+def unsettled(conn: Conn, ids: Sequence[int]) -> list[int]:
+    """Those of `ids` not yet done, failed, cancelled or blocked."""
+    ids = list(ids)
+    if not ids:
+        return []
+    marks = ", ".join(f":i{n}" for n in range(len(ids)))
+    settled = ", ".join(f"'{s}'" for s in sorted(SETTLED))
+    return conn.column(f"SELECT id FROM card WHERE id IN ({marks}) AND status NOT IN "
+                       f"({settled})", {f"i{n}": card_id for n, card_id in enumerate(ids)})
 
 
 def unfinished_children(conn: Conn, parent_id: int) -> list[int]:

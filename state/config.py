@@ -51,6 +51,7 @@ class Profile:
     command_timeout_s: float = 120.0  # terminal's default; always within the card's time
     network: bool = True  # issue 21's sandbox cuts it; web tools refuse without it
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
+    role: str = "leaf"  # orchestrator: its delegated cards may delegate in turn (issue 16)
 
     def resolved_model(self, env: Mapping[str, str]) -> str:
         """The model spec; with no API key configured the default is the scripted demo."""
@@ -300,6 +301,8 @@ def _listed(values: Any, key: str) -> Any:
 def _check_profile(profile: Profile, where: str) -> None:
     if profile.api not in (None, "chat", "responses"):
         raise ConfigError(f"{where}.api must be \"chat\" or \"responses\"")
+    if profile.role not in ("leaf", "orchestrator"):
+        raise ConfigError(f"{where}.role must be \"leaf\" or \"orchestrator\"")
     if profile.reasoning not in (None, "low", "medium", "high"):
         raise ConfigError(f"{where}.reasoning must be \"low\", \"medium\" or \"high\"")
     if not 0 < profile.compress_at < 1:

@@ -121,6 +121,11 @@ class Card(SQLModel, table=True):
     key: str | None = Field(default=None, max_length=200)  # idempotency key (`add --key`)
     skills: str | None = None  # comma-separated skill names
     workspace: str | None = None  # scratch (NULL), dir:PATH, worktree or parent
+    # Durable delegation (migration 8): leaf or orchestrator; the delegation a waiting card
+    # waits on (JSON); runs of attempts above resume_base continue one conversation.
+    role: str = Field(default="leaf", max_length=16)
+    waiting_on: str | None = None
+    resume_base: int = 0
 
 
 class Dependency(SQLModel, table=True):

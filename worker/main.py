@@ -21,7 +21,9 @@ from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.limits import Limits, StopReason
 from kanban.agent.loop import AgentResult
+from kanban.agent.types import Message
 from kanban.attachments import Attachments
+from kanban.children import Delegation
 from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.records import CardRecord
 from kanban.service import Kanban
@@ -32,6 +34,7 @@ from kanban.state.paths import DbLocation
 from kanban.state.retry import Backoff, retry_transient
 from kanban.state.store import Database
 from kanban.states import Outcome
+from kanban.tools.delegate import LeadScope
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
 from kanban.worker import toolbox as tools
@@ -41,6 +44,7 @@ from kanban.worker.hooks import WorkerHooks
 from kanban.worker.materials import place_materials
 from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
+from kanban.worker.resume import stored_conversation
 from kanban.worker.runtime import build_runtime, key_values
 from kanban.worker.script import run_script
 from kanban.worker.watchdog import Watchdog
@@ -242,17 +246,24 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                                 env=env, runner=setting.runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
+        lead = _orchestrator(scope, card, plan, config, setting)
         try:
-            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench)
+            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench,
+                                    orchestrator=lead)
         except ConfigError as exc:  # a plug-in that does not load
             heartbeat.stop()
             return _fail(scope, redact(exc.message, secrets))
         except KanbanError as exc:  # an MCP server that does not start: try again later
             heartbeat.stop()
             return _requeue(scope, redact(exc.message, secrets))
+        restored = _retrying(scope, lambda: _stored(scope.kb, card, wenv.run_id))
         print(f"card #{card.id} attempt {card.attempt}: model {runtime.model.name}, toolsets "
-              f"{','.join(plan.toolsets)}, workspace {workspace.path}", flush=True)
-        result = runtime.run(system=plan.system, prompt=list(plan.opening), toolbox=toolbox,
+              f"{','.join(plan.toolsets)}{', delegate' if lead else ''}, workspace "
+              f"{workspace.path}"
+              + (f"; resuming {len(restored)} stored messages" if restored else ""), flush=True)
+        system = plan.system + (ORCHESTRATOR_PROMPT if lead else "")
+        result = runtime.run(system="" if restored else system,
+                             prompt=restored or list(plan.opening), toolbox=toolbox,
                              hooks=WorkerHooks(scope, activity, secrets=secrets))
     finally:
         heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
@@ -260,7 +271,42 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
             bench.mcp.close()
     if result.error:  # providers may echo a key back in an error message
         result = replace(result, error=redact(result.error, secrets))
+    if lead is not None and lead.delegation is not None and not scope.finished:
+        return _wait(scope, lead.delegation, result)
     return settle(scope, result, runtime.limits)
+
+
+ORCHESTRATOR_PROMPT = """
+
+You may hand parts of your card to other workers with the `delegate` tool. Your run then
+ends and resumes, with this conversation, once they have all finished: the delegate call's
+result lists each child's status and summary. Then finish your card as usual."""
+
+
+def _orchestrator(scope: WorkerScope, card: CardRecord, plan: WorkerPlan, config: Config,
+                  setting: Setting) -> LeadScope | None:
+    """An orchestrator card above max_depth gets `delegate`; a leaf never does."""
+    if card.role != "orchestrator" or card.depth >= config.limits.max_depth:
+        return None
+    return LeadScope(scope, config, plan.model, home=setting.home.parent, waits=True,
+                     own_toolsets=plan.toolsets)
+
+
+def _stored(kb: Kanban, card: CardRecord, run_id: int) -> list[Message] | None:
+    with kb.db.read() as conn:
+        return stored_conversation(conn, card, run_id)
+
+
+def _wait(scope: WorkerScope, delegation: Delegation, result: AgentResult) -> int:
+    """The run delegated: the card waits on its children and this worker exits."""
+    print(f"agent delegated to {', '.join(f'#{i}' for i in delegation.children)} after "
+          f"{result.turns} turns (${result.cost:.4f}); the card waits", flush=True)
+    call = next((c.id for m in reversed(result.messages) for c in m.tool_calls
+                 if c.name == "delegate"), None)
+    waiting = replace(delegation, call_id=call)
+    scope.write(lambda conn: transitions.wait(conn, scope.card_id, waiting,
+                                              now=scope.kb.clock(), actor=scope.actor))
+    return EXIT_OK
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 STATUS_STYLE = {
     "scheduled": "blue", "todo": "white", "ready": "cyan", "running": "yellow", "blocked": "red",
-    "done": "green", "failed": "bold red", "cancelled": "dim",
+    "waiting": "magenta", "done": "green", "failed": "bold red", "cancelled": "dim",
 }
 STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
 CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
