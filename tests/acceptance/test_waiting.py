@@ -1,0 +1,79 @@
+"""Durable delegation through real processes: orchestrators wait without holding a worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import pytest
+
+from tests.acceptance.conftest import BoardFiles
+from tests.support.llm_server import LLMServer, Reply, called_tools, text_reply, tool_reply
+from tests.support.llm_server import tool_results as results_in
+from tests.support.procs import kanban, query
+
+_TITLE = re.compile(r"Your card is #\d+: ([A-Za-z0-9-]+)")
+
+
+def _offered(body: dict[str, Any]) -> list[str]:
+    return [t.get("name") or t["function"]["name"] for t in body.get("tools", [])]
+
+
+def _title(body: dict[str, Any]) -> str | None:
+    found = _TITLE.search(json.dumps(body))
+    return found.group(1) if found else None
+
+
+def _tree_model(body: dict[str, Any]) -> Reply:
+    """The lead and every orchestrator delegate two tasks; level-3 cards are leaves.
+
+    The lead has only `delegate`; a card titled L1-x or L2-x is an orchestrator; L3-x a leaf.
+    Each answers with its children's summaries, so the lead's answer names all eight leaves.
+    """
+    tools, called, title = _offered(body), called_tools(body), _title(body)
+    if "kanban_complete" in called:
+        return text_reply("finished")
+    if "delegate" in tools and "delegate" not in called:
+        level = 1 if title is None else int(title[1]) + 1
+        name = "L1" if title is None else f"L{level}-{title.partition('-')[2]}"
+        role = {"role": "orchestrator"} if level < 3 else {}
+        tasks = [{"title": f"{name}{suffix}" if title else f"L1-{suffix}",
+                  "goal": "do your part", **role} for suffix in "ab"]
+        return tool_reply(("delegate", {"tasks": tasks}))
+    if "delegate" in called:
+        children = json.loads(results_in(body)[-1])["children"]
+        summaries = " ".join(str(c.get("summary")) for c in children)
+        if title is None:
+            return text_reply(f"ANSWER: {summaries}")
+        return tool_reply(("kanban_complete", {"summary": f"[{summaries}]"}))
+    return tool_reply(("kanban_complete", {"summary": f"{title}-done"}))
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_deep_tree_completes_with_one_worker(board: BoardFiles, provider: str) -> None:
+    board.configure("[limits]\nmax_workers = 1\nmax_depth = 3\n")
+    with LLMServer(responder=_tree_model) as server:
+        env = {**os.environ, **server.env()}
+        out = kanban(board.path, "run", "Build the tree", "--model", f"{provider}:test-model",
+                     env=env).stdout
+    cards = query(board.path, "SELECT id, title, status, depth, role FROM card ORDER BY id")
+    assert len(cards) == 15 and {c[2] for c in cards} == {"done"}
+    assert sorted(c[3] for c in cards) == [0] + [1] * 2 + [2] * 4 + [3] * 8
+    leaves = sorted(c[1] for c in cards if c[3] == 3)
+    assert leaves == sorted(f"L3-{a}{b}{c}" for a in "ab" for b in "ab" for c in "ab")
+    for leaf in leaves:
+        assert f"{leaf}-done" in out  # every leaf's summary reached the lead's answer
+    orchestrators = [c[0] for c in cards if c[3] in (1, 2)]
+    assert all(c[4] == "orchestrator" for c in cards if c[3] in (1, 2))
+    for card_id in orchestrators:  # each ran twice: delegated (and exited), then resumed
+        outcomes = [r[0] for r in query(board.path, "SELECT outcome FROM run WHERE card_id = ? "
+                                                    "ORDER BY id", card_id)]
+        assert outcomes == ["waiting", "completed"], (card_id, outcomes)
+    # One worker at a time, and never one that waits: the runs in workers never overlap.
+    runs = query(board.path, "SELECT r.started_at, r.finished_at FROM run r JOIN card c "
+                             "ON c.id = r.card_id WHERE c.depth > 0 ORDER BY r.started_at")
+    assert len(runs) == 14 + 6
+    for (_, finished), (started, _) in zip(runs, runs[1:], strict=False):
+        assert finished <= started
