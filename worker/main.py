@@ -285,8 +285,10 @@ result lists each child's status and summary. Then finish your card as usual."""
 
 def _orchestrator(scope: WorkerScope, card: CardRecord, plan: WorkerPlan, config: Config,
                   setting: Setting) -> LeadScope | None:
-    """An orchestrator card above max_depth gets `delegate`; a leaf never does."""
-    if card.role != "orchestrator" or card.depth >= config.limits.max_depth:
+    """An orchestrator card (by its own role or its profile's) above max_depth gets
+    `delegate`; a leaf never does."""
+    role = "orchestrator" if plan.profile.role == "orchestrator" else card.role
+    if role != "orchestrator" or card.depth >= config.limits.max_depth:
         return None
     return LeadScope(scope, config, plan.model, home=setting.home.parent, waits=True,
                      own_toolsets=plan.toolsets)

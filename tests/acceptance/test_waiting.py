@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
+import signal
+import threading
 from typing import Any
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, Reply, called_tools, text_reply, tool_reply
 from tests.support.llm_server import tool_results as results_in
-from tests.support.procs import kanban, query
+from tests.support.procs import counts, kanban, query, start_dispatcher, stop, wait_until
 
 _TITLE = re.compile(r"Your card is #\d+: ([A-Za-z0-9-]+)")
 
@@ -77,3 +80,45 @@ def test_a_deep_tree_completes_with_one_worker(board: BoardFiles, provider: str)
     assert len(runs) == 14 + 6
     for (_, finished), (started, _) in zip(runs, runs[1:], strict=False):
         assert finished <= started
+
+
+def test_a_killed_worker_resumes_from_its_last_committed_turn(board: BoardFiles) -> None:
+    """Ten steps, SIGKILL while the model is asked for one of them: the retry asks for that
+    step again and for no earlier one."""
+    kill_at = random.randint(2, 10)
+    held, asked = threading.Event(), []
+
+    def model(body: dict[str, Any]) -> Reply:
+        step = len(results_in(body)) + 1
+        asked.append(step)
+        if step == kill_at and asked.count(step) == 1:
+            held.wait(60)  # the worker is killed while it waits for this answer
+        if step <= 10:
+            return tool_reply(("kanban_heartbeat", {"note": f"step {step}"}))
+        return tool_reply(("kanban_complete", {"summary": "ten steps done"}))
+
+    board.configure('[profiles.steps]\nmodel = "openai:test-model"\n')
+    with LLMServer(responder=model) as server:
+        env = {**os.environ, **server.env()}
+        card = kanban(board.path, "add", "ten steps", "--profile", "steps", "--json",
+                      env=env).stdout
+        card_id = json.loads(card)["id"]
+        dispatcher = start_dispatcher(board.path, "--max-workers", "1", env=env)
+        try:
+            wait_until(lambda: asked.count(kill_at) == 1, timeout=60,
+                       what=f"the model asked for step {kill_at}")
+            (pid,) = query(board.path, "SELECT pid FROM run WHERE card_id = ? AND "
+                                       "finished_at IS NULL", card_id)[0]
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: counts(board.path).get("done"), timeout=60,
+                       what="the retried card to finish")
+        finally:
+            held.set()
+            stop(dispatcher)
+    expected = [*range(1, kill_at + 1), *range(kill_at, 12)]
+    assert asked == expected, f"killed at step {kill_at}"
+    outcomes = query(board.path, "SELECT outcome FROM run WHERE card_id = ? ORDER BY id",
+                     card_id)
+    assert [o for (o,) in outcomes] == ["crashed", "completed"]
+    assert query(board.path, "SELECT result FROM card WHERE id = ?", card_id) == [
+        ("ten steps done",)]
