@@ -9,6 +9,7 @@ from datetime import datetime
 
 from kanban.cards import NewCard, add_card, get_card
 from kanban.errors import LimitExceeded, ValidationError
+from kanban.state.config import Config
 from kanban.state.rows import as_time
 from kanban.state.store import Conn
 from kanban.states import TERMINAL, CardStatus
@@ -142,3 +143,54 @@ def unsettled(conn: Conn, ids: Sequence[int]) -> list[int]:
 def unfinished_children(conn: Conn, parent_id: int) -> list[int]:
     return conn.column("SELECT id FROM card WHERE parent_id = :id AND status NOT IN "
                        "('done', 'failed', 'cancelled')", {"id": parent_id})
+
+
+@dataclass(frozen=True)
+class TreeTotals:
+    """What a card and every card below it used: model calls (turns), tokens, dollars."""
+
+    cards: int
+    turns: int
+    tokens: int
+    cost: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"cards": self.cards, "turns": self.turns, "tokens": self.tokens,
+                "cost": self.cost}
+
+
+_TREE = ("WITH RECURSIVE tree(id) AS (SELECT id FROM card WHERE id = :id UNION ALL "
+         "SELECT c.id FROM card c JOIN tree t ON c.parent_id = t.id) ")
+_ROOT = ("WITH RECURSIVE up(id, parent_id) AS (SELECT id, parent_id FROM card WHERE id = :id "
+         "UNION ALL SELECT c.id, c.parent_id FROM card c JOIN up ON c.id = up.parent_id) "
+         "SELECT id FROM up WHERE parent_id IS NULL")
+
+
+def tree_totals(conn: Conn, card_id: int) -> TreeTotals:
+    row = conn.one(_TREE + "SELECT count(*), coalesce(sum(input_tokens + output_tokens), 0), "
+                   "coalesce(sum(cost), 0), (SELECT count(*) FROM usage u JOIN run r ON "
+                   "r.id = u.run_id WHERE r.card_id IN (SELECT id FROM tree)) FROM card "
+                   "WHERE id IN (SELECT id FROM tree)", {"id": card_id})
+    return TreeTotals(int(row[0]), int(row[3]), int(row[1]), float(row[2]))
+
+
+def tree_root(conn: Conn, card_id: int) -> int:
+    return int(conn.scalar(_ROOT, {"id": card_id}))
+
+
+def tree_budget_spent(conn: Conn, card_id: int, config: Config) -> str | None:
+    """Why no more work may start in card_id's tree (its root's profile's tree budget is
+    spent), or None."""
+    root = get_card(conn, tree_root(conn, card_id))
+    profile = config.profile(root.profile) if root.profile in config.profiles else None
+    if profile is None or (profile.tree_token_budget is None and profile.tree_max_cost is None):
+        return None
+    spent = tree_totals(conn, root.id)
+    budget = profile.tree_token_budget
+    if budget is not None and spent.tokens >= budget:
+        return (f"the token budget of #{root.id}'s tree is spent ({spent.tokens:,} of "
+                f"{budget:,} tokens over {spent.cards} cards)")
+    if profile.tree_max_cost is not None and spent.cost >= profile.tree_max_cost:
+        return (f"the cost budget of #{root.id}'s tree is spent (${spent.cost:.4f} of "
+                f"${profile.tree_max_cost:.4f} over {spent.cards} cards)")
+    return None

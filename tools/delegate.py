@@ -104,8 +104,11 @@ def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
     with kb.db.read() as conn:
         paused = control.pause_state(conn, scope.card.board).paused
         running = children.unfinished_children(conn, scope.card.card_id)
+        spent = children.tree_budget_spent(conn, scope.card.card_id, scope.config)
     if paused:
         return "spawning is paused; no cards were created (ask a person to run `kanban resume`)"
+    if spent:
+        return f"{spent}; no cards were created: finish with what you have"
     if not tasks:
         return "no tasks given"
     if len(tasks) > limits.max_children_per_call:

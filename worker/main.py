@@ -23,7 +23,7 @@ from kanban.agent.limits import Limits, StopReason
 from kanban.agent.loop import AgentResult
 from kanban.agent.types import Message
 from kanban.attachments import Attachments
-from kanban.children import Delegation
+from kanban.children import Delegation, tree_budget_spent
 from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.records import CardRecord
 from kanban.service import Kanban
@@ -256,6 +256,10 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
         except KanbanError as exc:  # an MCP server that does not start: try again later
             heartbeat.stop()
             return _requeue(scope, redact(exc.message, secrets))
+        spent = _retrying(scope, lambda: _tree_spent(scope.kb, card, config))
+        if spent:  # a child may not start once its tree's budget is gone
+            heartbeat.stop()
+            return _fail(scope, f"not started: {spent}", code=EXIT_OK)
         restored = _retrying(scope, lambda: _stored(scope.kb, card, wenv.run_id))
         print(f"card #{card.id} attempt {card.attempt}: model {runtime.model.name}, toolsets "
               f"{','.join(plan.toolsets)}{', delegate' if lead else ''}, workspace "
@@ -292,6 +296,13 @@ def _orchestrator(scope: WorkerScope, card: CardRecord, plan: WorkerPlan, config
         return None
     return LeadScope(scope, config, plan.model, home=setting.home.parent, waits=True,
                      own_toolsets=plan.toolsets)
+
+
+def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
+    if card.parent_id is None:
+        return None  # a root's own budget is its profile's (token_budget, max_cost)
+    with kb.db.read() as conn:
+        return tree_budget_spent(conn, card.id, config)
 
 
 def _stored(kb: Kanban, card: CardRecord, run_id: int) -> list[Message] | None:

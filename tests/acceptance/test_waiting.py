@@ -122,3 +122,41 @@ def test_a_killed_worker_resumes_from_its_last_committed_turn(board: BoardFiles)
     assert [o for (o,) in outcomes] == ["crashed", "completed"]
     assert query(board.path, "SELECT result FROM card WHERE id = ?", card_id) == [
         ("ten steps done",)]
+
+
+def test_a_spent_tree_budget_stops_new_children(board: BoardFiles) -> None:
+    """The lead's tree may use 500 tokens: its first child spends 600, so the second child
+    does not start and a second delegation is refused, each with a clear result."""
+
+    def model(body: dict[str, Any]) -> Reply:
+        title, called = _title(body), called_tools(body)
+        if title is None:  # the lead
+            if called.count("delegate") == 0:
+                return tool_reply(("delegate", {"tasks": [
+                    {"title": "first", "goal": "spend"},
+                    {"title": "second", "goal": "spend", "after": [0]}]}), usage=(100, 10, 0))
+            if called.count("delegate") == 1:
+                return tool_reply(("delegate", {"tasks": [{"title": "third", "goal": "g"}]}),
+                                  usage=(100, 10, 0))
+            return text_reply("ANSWER: " + " | ".join(results_in(body)), usage=(100, 10, 0))
+        assert title == "first", f"{title} must not start"
+        return tool_reply(("kanban_complete", {"summary": "spent a lot"}), usage=(550, 50, 0))
+
+    board.configure("[limits]\nmax_workers = 1\n[profiles.lead]\ntree_token_budget = 500\n")
+    with LLMServer(responder=model) as server:
+        env = {**os.environ, **server.env()}
+        out = kanban(board.path, "run", "Spend it", "--model", "openai:test-model",
+                     env=env).stdout
+    cards = query(board.path, "SELECT id, title, status, error FROM card ORDER BY id")
+    assert [(c[1], c[2]) for c in cards] == [("Spend it", "done"), ("first", "done"),
+                                             ("second", "failed")]
+    lead = cards[0][0]
+    spent = f"the token budget of #{lead}'s tree is spent"
+    # the lead's first call (110 tokens) and the first child's (600)
+    assert cards[2][3] == f"not started: {spent} (710 of 500 tokens over 3 cards)"
+    # …and the lead's second call
+    assert (f"{spent} (820 of 500 tokens over 3 cards); no cards were created: finish with "
+            "what you have") in out
+    assert "tree: 3 cards · 4 turns · 930 tokens" in kanban(board.path, "show", str(lead)).stdout
+    totals = json.loads(kanban(board.path, "show", str(lead), "--json").stdout)["tree"]
+    assert (totals["cards"], totals["turns"], totals["tokens"]) == (3, 4, 930)

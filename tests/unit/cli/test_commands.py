@@ -133,8 +133,9 @@ def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     cli.ok("comment", "1", "looks [bold]fine[/]")
     detail = cli.json("show", "1")
     assert set(detail) == {"card", "depends_on", "dependents", "children", "comments", "runs",
-                           "events", "attachments", "approvals"}
+                           "events", "attachments", "approvals", "tree"}
     assert detail["approvals"] == [] and detail["card"]["workspace"] is None
+    assert detail["tree"] == {"cards": 3, "turns": 0, "tokens": 0, "cost": 0.0}
     assert detail["card"]["id"] == 1
     assert detail["depends_on"] == [{"id": 2, "title": "dep", "status": "ready", "result": None}]
     assert [c["id"] for c in detail["children"]] == [4]
