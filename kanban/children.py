@@ -140,6 +140,10 @@ def unsettled(conn: Conn, ids: Sequence[int]) -> list[int]:
                        f"({settled})", {f"i{n}": card_id for n, card_id in enumerate(ids)})
 
 
+def child_count(conn: Conn, parent_id: int) -> int:
+    return int(conn.scalar("SELECT count(*) FROM card WHERE parent_id = :id", {"id": parent_id}))
+
+
 def unfinished_children(conn: Conn, parent_id: int) -> list[int]:
     return conn.column("SELECT id FROM card WHERE parent_id = :id AND status NOT IN "
                        "('done', 'failed', 'cancelled')", {"id": parent_id})

@@ -33,13 +33,16 @@ class LeadScope:
     config: Config
     model: str | None  # the children's model unless their profile names one
     on_progress: Callable[[list[ChildStatus]], None] = field(default=lambda statuses: None)
-    poll_s: float = 0.1
+    poll_s: float = 1.0  # the longest sleep between looks at the children
+    # Sleeps until the board changes or `poll_s` passes (the lead passes a change watcher)
+    wait_change: Callable[[float], object] = field(default=time.sleep)
     delegated: list[int] = field(default_factory=list)
     home: Path = field(default_factory=Path.cwd)  # relative dir: workspaces start here
     skills: SkillCatalog = field(default_factory=SkillCatalog)  # what children may be given
     # A worker's orchestrator does not wait in its process: delegate ends the run and the
     # card waits (kanban.transitions.wait) with this delegation, resumed when it is settled.
     waits: bool = False
+    pending: list[int] = field(default_factory=list)  # a batch being waited for in-process
     own_toolsets: tuple[str, ...] | None = None  # None: the lead profile's
     delegation: Delegation | None = None
 
@@ -104,6 +107,7 @@ def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
     with kb.db.read() as conn:
         paused = control.pause_state(conn, scope.card.board).paused
         running = children.unfinished_children(conn, scope.card.card_id)
+        made = children.child_count(conn, scope.card.card_id)
         spent = children.tree_budget_spent(conn, scope.card.card_id, scope.config)
     if paused:
         return "spawning is paused; no cards were created (ask a person to run `kanban resume`)"
@@ -114,6 +118,9 @@ def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
     if len(tasks) > limits.max_children_per_call:
         return (f"too many tasks in one call: {len(tasks)} (the limit is "
                 f"{limits.max_children_per_call}); split the work or merge tasks")
+    if made + len(tasks) > limits.max_children_per_card:
+        return (f"#{scope.card.card_id} has delegated {made} cards; {len(tasks)} more would "
+                f"exceed the limit of {limits.max_children_per_card} per card")
     if len(running) + len(tasks) > limits.max_concurrent_children:
         return (f"{len(running)} children are still unfinished; {len(tasks)} more would exceed "
                 f"the limit of {limits.max_concurrent_children} at once")
@@ -151,7 +158,9 @@ def delegate(args: dict[str, Any], scope: LeadScope) -> ToolResult:
         scope.delegation = Delegation(tuple(ids), not_granted=tuple(dropped))
         return ToolResult(f"delegated to {_cards(ids)}; this run ends now and resumes with "
                           "their results when they finish", ends_run=True)
+    scope.pending = ids
     statuses = wait_for(scope, ids, deadline=time.monotonic() + _patience(scope, len(ids)))
+    scope.pending = []
     return ToolResult(report(statuses, dropped))
 
 
@@ -197,7 +206,7 @@ def wait_for(scope: LeadScope, ids: list[int], *, deadline: float) -> list[Child
             cancel_children(scope, [s.id for s in statuses if not s.settled], reason=reason)
             with kb.db.read() as conn:
                 return children.children_status(conn, ids)
-        time.sleep(scope.poll_s)
+        scope.wait_change(scope.poll_s)
 
 
 def cancel_children(scope: LeadScope, ids: list[int], *, reason: str) -> None:

@@ -21,9 +21,10 @@ from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.limits import Limits, StopReason
 from kanban.agent.loop import AgentResult
+from kanban.agent.scripted import resume_scripts
 from kanban.agent.types import Message
 from kanban.attachments import Attachments
-from kanban.children import Delegation, tree_budget_spent
+from kanban.children import tree_budget_spent
 from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.records import CardRecord
 from kanban.service import Kanban
@@ -34,14 +35,13 @@ from kanban.state.paths import DbLocation
 from kanban.state.retry import Backoff, retry_transient
 from kanban.state.store import Database
 from kanban.states import Outcome
-from kanban.tools.delegate import LeadScope
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
-from kanban.worker.hooks import WorkerHooks
 from kanban.worker.materials import place_materials
+from kanban.worker.orchestrator import opening, orchestrator_scope, wait
 from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import stored_conversation
@@ -246,7 +246,7 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                                 env=env, runner=setting.runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
-        lead = _orchestrator(scope, card, plan, config, setting)
+        lead = orchestrator_scope(scope, card, plan, config, setting.home)
         try:
             toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench,
                                     orchestrator=lead)
@@ -265,10 +265,11 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
               f"{','.join(plan.toolsets)}{', delegate' if lead else ''}, workspace "
               f"{workspace.path}"
               + (f"; resuming {len(restored)} stored messages" if restored else ""), flush=True)
-        system = plan.system + (ORCHESTRATOR_PROMPT if lead else "")
-        result = runtime.run(system="" if restored else system,
-                             prompt=restored or list(plan.opening), toolbox=toolbox,
-                             hooks=WorkerHooks(scope, activity, secrets=secrets))
+        if restored:  # an offline script goes on where the stored answers leave it
+            resume_scripts(runtime.model, sum(m.role == "assistant" for m in restored))
+        start = opening(scope, card, plan, lead, restored, activity, secrets)
+        result = runtime.run(system=start.system, prompt=start.prompt, toolbox=toolbox,
+                             hooks=start.hooks)
     finally:
         heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
         if bench is not None and bench.mcp is not None:
@@ -276,26 +277,9 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
     if result.error:  # providers may echo a key back in an error message
         result = replace(result, error=redact(result.error, secrets))
     if lead is not None and lead.delegation is not None and not scope.finished:
-        return _wait(scope, lead.delegation, result)
+        wait(scope, lead.delegation, result)
+        return EXIT_OK
     return settle(scope, result, runtime.limits)
-
-
-ORCHESTRATOR_PROMPT = """
-
-You may hand parts of your card to other workers with the `delegate` tool. Your run then
-ends and resumes, with this conversation, once they have all finished: the delegate call's
-result lists each child's status and summary. Then finish your card as usual."""
-
-
-def _orchestrator(scope: WorkerScope, card: CardRecord, plan: WorkerPlan, config: Config,
-                  setting: Setting) -> LeadScope | None:
-    """An orchestrator card (by its own role or its profile's) above max_depth gets
-    `delegate`; a leaf never does."""
-    role = "orchestrator" if plan.profile.role == "orchestrator" else card.role
-    if role != "orchestrator" or card.depth >= config.limits.max_depth:
-        return None
-    return LeadScope(scope, config, plan.model, home=setting.home.parent, waits=True,
-                     own_toolsets=plan.toolsets)
 
 
 def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
@@ -308,18 +292,6 @@ def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
 def _stored(kb: Kanban, card: CardRecord, run_id: int) -> list[Message] | None:
     with kb.db.read() as conn:
         return stored_conversation(conn, card, run_id)
-
-
-def _wait(scope: WorkerScope, delegation: Delegation, result: AgentResult) -> int:
-    """The run delegated: the card waits on its children and this worker exits."""
-    print(f"agent delegated to {', '.join(f'#{i}' for i in delegation.children)} after "
-          f"{result.turns} turns (${result.cost:.4f}); the card waits", flush=True)
-    call = next((c.id for m in reversed(result.messages) for c in m.tool_calls
-                 if c.name == "delegate"), None)
-    waiting = replace(delegation, call_id=call)
-    scope.write(lambda conn: transitions.wait(conn, scope.card_id, waiting,
-                                              now=scope.kb.clock(), actor=scope.actor))
-    return EXIT_OK
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,

@@ -7,6 +7,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import threading
 from typing import Any
 
@@ -15,7 +16,15 @@ import pytest
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, Reply, called_tools, text_reply, tool_reply
 from tests.support.llm_server import tool_results as results_in
-from tests.support.procs import counts, kanban, query, start_dispatcher, stop, wait_until
+from tests.support.procs import (
+    KANBAN,
+    counts,
+    kanban,
+    query,
+    start_dispatcher,
+    stop,
+    wait_until,
+)
 
 _TITLE = re.compile(r"Your card is #\d+: ([A-Za-z0-9-]+)")
 
@@ -160,3 +169,71 @@ def test_a_spent_tree_budget_stops_new_children(board: BoardFiles) -> None:
     assert "tree: 3 cards · 4 turns · 930 tokens" in kanban(board.path, "show", str(lead)).stdout
     totals = json.loads(kanban(board.path, "show", str(lead), "--json").stdout)["tree"]
     assert (totals["cards"], totals["turns"], totals["tokens"]) == (3, 4, 930)
+
+
+def test_ctrl_c_then_resume_gives_the_uninterrupted_answer(board: BoardFiles) -> None:
+    release = threading.Event()
+    release.set()
+
+    def model(body: dict[str, Any]) -> Reply:
+        title, called = _title(body), called_tools(body)
+        if title is None:  # the lead
+            if "delegate" not in called:
+                return tool_reply(("delegate", {"tasks": [{"title": "alpha", "goal": "a"},
+                                                          {"title": "beta", "goal": "b"}]}))
+            children = json.loads(results_in(body)[-1])["children"]
+            return text_reply("ANSWER: " + "; ".join(str(c.get("summary")) for c in children))
+        if "kanban_complete" in called:
+            return text_reply("finished")
+        release.wait(60)  # while it is clear the children are stuck
+        return tool_reply(("kanban_complete", {"summary": f"{title} done"}))
+
+    with LLMServer(responder=model) as server:
+        env = {**os.environ, **server.env()}
+        args = ("run", "Two parts", "--model", "openai:test-model")
+        uninterrupted = kanban(board.path, *args, env=env).stdout
+        assert uninterrupted.startswith("ANSWER: alpha done; beta done")
+        release.clear()
+        # A suite started in the background inherits SIGINT ignored; this one must feel it.
+        proc = subprocess.Popen([*KANBAN, "--db", str(board.path), *args], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            wait_until(lambda: query(board.path, "SELECT count(*) FROM card WHERE status = "
+                                                 "'running' AND parent_id IS NOT NULL")[0][0],
+                       timeout=60, what="a child running")
+            lead = query(board.path, "SELECT max(id) FROM card WHERE created_by = 'lead'")[0][0]
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130 and b"Traceback" not in err, err
+        assert f"kanban run --resume {lead}".encode() in err
+        assert query(board.path, "SELECT status FROM card WHERE id = ?", lead) == [("waiting",)]
+        kids = query(board.path, "SELECT status FROM card WHERE parent_id = ?", lead)
+        assert {s for (s,) in kids} <= {"ready", "done"}  # handed back, never cancelled
+        resumed = kanban(board.path, "run", "--resume", str(lead), env=env).stdout
+    assert resumed == uninterrupted
+    assert query(board.path, "SELECT status FROM card WHERE id = ?", lead) == [("done",)]
+
+
+def test_a_detached_lead_runs_in_a_worker_and_can_be_attached(board: BoardFiles) -> None:
+    lead = int(kanban(board.path, "run", "Compare journal modes", "--detach", "-q").stdout)
+    assert query(board.path, "SELECT status, role FROM card WHERE id = ?", lead) == [
+        ("ready", "orchestrator")]
+    gone = kanban(board.path, "run", "--attach", str(lead), check=False)
+    assert gone.returncode == 1
+    assert gone.stderr == f"kanban: error: #{lead} is ready and no live dispatcher serves board " \
+                         "'default'\n"
+    dispatcher = start_dispatcher(board.path, "--max-workers", "2")
+    try:
+        answer = kanban(board.path, "run", "--attach", str(lead), "-q").stdout
+    finally:
+        stop(dispatcher)
+    assert answer.startswith("Answer for: Compare journal modes")
+    outcomes = [o for (o,) in query(board.path, "SELECT outcome FROM run WHERE card_id = ? "
+                                                "ORDER BY id", lead)]
+    assert outcomes == ["waiting", "completed"]  # no process waited for the children
+    assert query(board.path, "SELECT count(*) FROM card WHERE parent_id = ?", lead) == [(3,)]
