@@ -19,6 +19,7 @@ from bench import (
     memory,
     postgres,
     recovery,
+    resume,
     throughput,
     tools,
     web,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "web": web.run,
     "daily": daily.run,
     "tools": tools.run,
+    "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"
