@@ -145,8 +145,14 @@ def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
 
 def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
+    """Cancel a card; a waiting card's unfinished children go with it (nobody awaits them)."""
+    row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
     _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
           outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    if row is not None and row[0] == CardStatus.WAITING:
+        for child in unsettled(conn, Delegation.from_json(row[1]).children):
+            cancel(conn, child, now=now, actor=Actor(actor.name),
+                   reason=f"its parent #{card_id} was cancelled")
     return get_card(conn, card_id)
 
 

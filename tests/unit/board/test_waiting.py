@@ -14,8 +14,9 @@ from kanban.errors import InvalidTransition, LimitExceeded
 from kanban.service import Kanban
 from kanban.state.store import Database
 from kanban.states import CardStatus
-from kanban.worker.resume import DIED, RESUMED, answer_every_call, stored_conversation
+from kanban.worker.resume import stored_conversation
 from tests.support.db import (
+    STORES,
     claim_one,
     events_of,
     fail,
@@ -26,6 +27,7 @@ from tests.support.db import (
 )
 
 S = CardStatus
+pytestmark = pytest.mark.parametrize("store", STORES, indirect=True)
 
 
 def _waiting_parent(kb: Kanban, children: int = 2) -> tuple[int, list[int]]:
@@ -89,11 +91,15 @@ def test_children_already_finished_make_the_wait_end_at_once(kb: Kanban, db: Dat
     assert [e["kind"] for e in status_events(db, parent.id)][-2:] == ["waiting", "resumed"]
 
 
-def test_a_waiting_card_can_be_cancelled_but_not_completed_by_a_worker(kb: Kanban) -> None:
-    parent, _ = _waiting_parent(kb)
+def test_a_waiting_card_can_be_cancelled_but_not_completed(kb: Kanban) -> None:
+    parent, (first, second) = _waiting_parent(kb)
+    kb.complete(first, "one")
     with pytest.raises(InvalidTransition, match="it is waiting"):
         kb.complete(parent, "done by hand")
     assert kb.cancel(parent, reason="changed my mind").status == S.CANCELLED
+    # nobody waits for the unfinished child any more
+    assert [kb.card(k).status for k in (first, second)] == [S.DONE, S.CANCELLED]
+    assert kb.card(second).error == f"its parent #{parent} was cancelled"
 
 
 def test_a_manual_retry_starts_a_fresh_conversation(kb: Kanban, db: Database) -> None:
@@ -119,45 +125,15 @@ def test_an_orchestrator_child_must_be_able_to_delegate(kb: Kanban, db: Database
 # The conversation a resumed card continues
 
 
-def _turn(*calls: tuple[str, str]) -> Message:
-    return Message("assistant", "working", tool_calls=tuple(
-        ToolCall(cid, name, "{}") for cid, name in calls))
-
-
-def test_every_unanswered_call_gets_an_error_result_in_its_turn() -> None:
-    convo = [Message("system", "s"), Message("user", "go"),
-             _turn(("a", "terminal"), ("b", "read_file")),
-             Message("tool", "ok", tool_call_id="a", name="terminal")]
-    out = answer_every_call(convo, None, None)
-    assert [(m.role, m.tool_call_id) for m in out][2:] == [
-        ("assistant", None), ("tool", "a"), ("tool", "b")]
-    assert out[-1].is_error and out[-1].content == DIED and out[-1].name == "read_file"
-
-
-def test_the_delegate_result_becomes_the_childrens_report() -> None:
-    convo = [Message("user", "go"), _turn(("d", "delegate")),
-             Message("tool", "delegated; this run ends now", tool_call_id="d", name="delegate")]
-    report = json.dumps({"children": [{"id": 2, "status": "done", "summary": "x"}]})
-    out = answer_every_call(convo, "d", report)
-    assert out[-1].content == report and not out[-1].is_error
-    unrecorded = answer_every_call(convo[:2], "d", report)  # the placeholder never stored
-    assert unrecorded[-1].content == report
-
-
-def test_a_conversation_ending_with_the_model_gets_a_note_to_go_on() -> None:
-    out = answer_every_call([Message("user", "go"), Message("assistant", "thinking")], None,
-                            None)
-    assert out[-1] == Message("user", RESUMED)
-
-
 def test_the_stored_conversation_is_the_last_runs(kb: Kanban, db: Database) -> None:
     from kanban import claims
 
     parent, (kid,) = _waiting_parent(kb, children=1)
     (run,) = runs_of(db, parent)
+    delegating = Message("assistant", "", tool_calls=(ToolCall("d", "delegate", "{}"),))
     with db.write() as conn:
         for seq, message in enumerate([Message("system", "s"), Message("user", "go"),
-                                       _turn(("d", "delegate"))], start=1):
+                                       delegating], start=1):
             claims.append_message(conn, run["id"], seq, message.to_dict(), now=kb.clock())
     kb.complete(kid, "child result")
     claim = claim_one(kb, parent)
