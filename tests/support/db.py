@@ -16,7 +16,7 @@ import pytest
 from kanban import transitions
 from kanban.cards import NewCard
 from kanban.children import Delegation, unfinished_children
-from kanban.claims import ClaimFilter
+from kanban.claims import ClaimFilter, claim_card
 from kanban.records import CardRecord, Claim
 from kanban.service import Kanban
 from kanban.state.db import open_database
@@ -220,8 +220,9 @@ def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardReco
         claim_one(kb, card.id)
     elif status is CardStatus.BLOCKED:
         kb.block(card.id, "needs a human")
-    elif status is CardStatus.WAITING:
-        claim = claim_one(kb, card.id)
+    elif status is CardStatus.WAITING:  # claimed by id: other cards may be ready too
+        with kb.db.write() as conn:
+            claim = claim_card(conn, card.id, now=kb.clock(), lease_s=LEASE_S, host="test")
         kb.add_card(NewCard("child", parent_id=card.id))
         wait_on_children(kb, card.id, actor=worker(claim))
     elif status is CardStatus.DONE:

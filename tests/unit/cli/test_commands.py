@@ -121,6 +121,18 @@ def test_list_empty(cli: Cli) -> None:
     assert result.stdout == "" and "no cards" in result.stderr
 
 
+def test_show_names_what_a_waiting_card_waits_on(cli: Cli, kanban: Kanban) -> None:
+    from tests.support.db import put_card_in
+
+    card = put_card_in(kanban, "waiting", role="orchestrator")
+    shown = cli.ok("show", str(card.id)).stdout
+    child = card.id + 1
+    assert f"waiting on #{child}" in shown and "role orchestrator" in shown
+    assert "tree: 2 cards · 0 turns · 0 tokens" in shown
+    assert cli.json("show", str(card.id))["card"]["status"] == "waiting"
+    assert f"#{card.id}" in cli.ok("list", "--status", "waiting").stdout
+
+
 def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     from kanban.cards import NewCard
 
