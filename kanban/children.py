@@ -140,6 +140,14 @@ def unsettled(conn: Conn, ids: Sequence[int]) -> list[int]:
                        f"({settled})", {f"i{n}": card_id for n, card_id in enumerate(ids)})
 
 
+def waiting_on(conn: Conn, board: str, card_id: int) -> list[int]:
+    """The waiting cards of `board` whose delegation includes card_id (usually its parent;
+    a task reusing an unfinished card by key waits on a card of another parent)."""
+    rows = conn.all("SELECT id, waiting_on FROM card WHERE board = :board AND "
+                    "status = 'waiting'", {"board": board})
+    return [row[0] for row in rows if card_id in Delegation.from_json(row[1]).children]
+
+
 def child_count(conn: Conn, parent_id: int) -> int:
     return int(conn.scalar("SELECT count(*) FROM card WHERE parent_id = :id", {"id": parent_id}))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
-from kanban.children import SETTLED, Delegation, unsettled
+from kanban.children import SETTLED, Delegation, unsettled, waiting_on
 from kanban.dependencies import demote_dependents, promote_dependents, unfinished_dependencies
 from kanban.errors import CardNotFound, InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
@@ -92,7 +92,7 @@ def _move(
         changes.update(claim_token=None, lease_expires_at=None)
     params.update({f"set_{k}": value for k, value in changes.items()})
     sets = ", ".join(f"{k} = :set_{k}" for k in changes)
-    row = conn.one(f"UPDATE card SET {sets} WHERE {where} RETURNING board, parent_id", params)
+    row = conn.one(f"UPDATE card SET {sets} WHERE {where} RETURNING board", params)
     if row is None:
         raise _lost(card_id)
     run_id = None
@@ -100,8 +100,9 @@ def _move(
         run_id = _close_run(conn, card_id, outcome, now, error=data.get("error"))
     record_event(conn, board=row[0], card_id=card_id, run_id=run_id, kind=kind or action,
                  actor=actor.name, at=now, **status_change(frm, to, **data))
-    if row[1] is not None and to in SETTLED:  # the last child to finish wakes its parent
-        resume_if_settled(conn, row[1], now=now, actor=Actor(f"card:#{card_id}"))
+    if to in SETTLED:  # the last child to finish wakes the card waiting on it
+        for waiter in waiting_on(conn, row[0], card_id):
+            resume_if_settled(conn, waiter, now=now, actor=Actor(f"card:#{card_id}"))
     return str(row[0])
 
 
@@ -267,6 +268,14 @@ def resume_if_settled(conn: Conn, card_id: int, *, now: datetime, actor: Actor) 
     _move(conn, card_id, Action.RESUME, CardStatus.READY, actor=Actor(actor.name), now=now,
           kind="resumed", values={"run_after": now}, children=list(delegation.children))
     return True
+
+
+def resume_settled(conn: Conn, *, now: datetime) -> list[int]:
+    """Every waiting card whose children have all finished, back to ready (a safety net:
+    the last child's transition does this itself)."""
+    waiting = conn.column("SELECT id FROM card WHERE status = 'waiting' ORDER BY id")
+    return [card_id for card_id in waiting
+            if resume_if_settled(conn, card_id, now=now, actor=Actor("system"))]
 
 
 def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: datetime,

@@ -145,3 +145,31 @@ def test_the_stored_conversation_is_the_last_runs(kb: Kanban, db: Database) -> N
     assert children == [{"id": kid, "title": "child 0", "status": "done",
                          "summary": "child result"}]
     assert [e["kind"] for e in events_of(db, parent)].count("resumed") == 1
+
+
+def test_a_card_reused_by_key_wakes_every_card_waiting_on_it(kb: Kanban, db: Database) -> None:
+    first, (shared,) = _waiting_parent(kb, children=1)
+    other = kb.add_card(NewCard("another orchestrator", priority=5))
+    claim = claim_one(kb, other.id)
+    with db.write() as conn:  # its delegate task named the key `shared` holds
+        transitions.wait(conn, other.id, Delegation((shared,)), now=kb.clock(),
+                         actor=worker(claim))
+    kb.complete(shared, "for both")
+    assert [kb.card(c).status for c in (first, other.id)] == [S.READY, S.READY]
+
+
+def test_the_safety_net_resumes_a_card_whose_children_finished(kb: Kanban,
+                                                                db: Database) -> None:
+    parent, (kid,) = _waiting_parent(kb, children=1)
+    with db.write() as conn:  # as if the child had finished without its transition's wake
+        conn.run("UPDATE card SET status = 'done' WHERE id = :id", {"id": kid})
+    assert kb.resume_settled() == [parent]
+    assert kb.card(parent).status == S.READY and kb.resume_settled() == []
+
+
+def test_a_worker_completing_a_child_resumes_its_parent(kb: Kanban, db: Database) -> None:
+    """On PostgreSQL too, where a worker's completion is otherwise one statement."""
+    parent, (kid,) = _waiting_parent(kb, children=1)
+    claim = claim_one(kb, kid)
+    kb.complete(kid, "done", actor=worker(claim))
+    assert kb.card(parent).status == S.READY
