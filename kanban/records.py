@@ -62,6 +62,12 @@ class CardRecord(_Record):
     key: str | None = None
     skills: str | None = None
     workspace: str | None = None  # NULL: scratch
+    review: str | None = None  # the gate (kanban.review.Gate): verify:CMD, reviewer:P, human
+    max_reviews: int = 3
+    reviews: int = 0  # gate rounds that asked for changes so far
+    feedback: str | None = None  # the last gate's feedback, for the next attempt
+    role: str | None = None  # reviewer, decomposer or triaged; None: an ordinary card
+    subject_id: int | None = None  # a reviewer's or decomposer's card
 
     @property
     def skill_names(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kanban.approvals import ApprovalRecord
     from kanban.claims import ClaimFilter
     from kanban.edits import CardEdit
+    from kanban.review import Verdict
     from kanban.search import SearchHit
     from kanban.stats import Stats
     from kanban.swarms import NewSwarm, Swarm
@@ -112,8 +113,10 @@ class Kanban:
 
     # transitions
     def complete(self, card_id: int, summary: str, *, actor: Actor = USER,
-                 implicit: bool = False) -> CardRecord:
-        if actor.claim_token is not None and self.db.dialect == "postgresql":
+                 implicit: bool = False, gated: bool = False,
+                 verdict: Verdict | None = None) -> CardRecord:
+        """`gated`: the caller's card has a review gate (it goes to review, not done)."""
+        if actor.claim_token is not None and self.db.dialect == "postgresql" and not gated:
             from kanban import pg_statements  # one statement, promotions included
 
             return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
@@ -121,7 +124,23 @@ class Kanban:
                                           implicit=implicit)
         with self.db.write() as conn:
             return transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
-                                        implicit=implicit)
+                                        implicit=implicit, verdict=verdict)
+
+    # review gates
+    def approve_review(self, card_id: int, *, note: str | None = None,
+                       actor: Actor = USER) -> CardRecord:
+        """Pass a card's review gate: it is done and its dependents may start."""
+        from kanban import review
+
+        with self.db.write() as conn:
+            return review.approve(conn, card_id, now=self.clock(), actor=actor, note=note)
+
+    def reject(self, card_id: int, feedback: str, *, actor: Actor = USER) -> CardRecord:
+        """Send a card in review back for another attempt with `feedback`."""
+        from kanban import review
+
+        with self.db.write() as conn:
+            return review.reject(conn, card_id, feedback, now=self.clock(), actor=actor)
 
     def block(self, card_id: int, reason: str, *, actor: Actor = USER) -> CardRecord:
         with self.db.write() as conn:

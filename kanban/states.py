@@ -16,6 +16,9 @@ class CardStatus(StrEnum):
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Review gates and triage (issue 19)
+    REVIEW = "review"  # completed by its worker; its gate decides done or another attempt
+    TRIAGE = "triage"  # a rough idea waiting for a decomposer to split it into cards
 
 
 TERMINAL = frozenset({CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED})
@@ -35,6 +38,11 @@ class Action(StrEnum):
     CANCEL = "cancel"
     RETRY = "retry"
     ARCHIVE = "archive"
+    # Review gates and triage (issue 19)
+    SUBMIT = "submit"  # a gated card's worker completed: its gate decides
+    PASS = "pass"  # the gate passed: done
+    CHANGES = "changes"  # the gate asked for changes: another attempt, or out of rounds
+    DECOMPOSE = "decompose"  # a triaged card was split into child cards
 
 
 class Outcome(StrEnum):
@@ -65,6 +73,11 @@ ALLOWED: dict[Action, frozenset[CardStatus]] = {
     Action.CANCEL: UNFINISHED,
     Action.RETRY: TERMINAL,
     Action.ARCHIVE: TERMINAL,
+    # Review gates and triage (issue 19)
+    Action.SUBMIT: frozenset({S.RUNNING}),
+    Action.PASS: frozenset({S.REVIEW}),
+    Action.CHANGES: frozenset({S.REVIEW}),
+    Action.DECOMPOSE: frozenset({S.TRIAGE}),
 }
 
 _REASONS = {
@@ -74,6 +87,9 @@ _REASONS = {
     Action.CANCEL: "it is already finished",
     Action.RETRY: "only done, failed or cancelled cards can be retried",
     Action.ARCHIVE: "only done, failed or cancelled cards can be archived",
+    Action.PASS: "only cards in review can be approved",
+    Action.CHANGES: "only cards in review can be sent back",
+    Action.DECOMPOSE: "only cards in triage can be decomposed",
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
@@ -21,6 +21,9 @@ from kanban.events import record_event, status_change
 from kanban.records import CardRecord
 from kanban.state.store import Conn
 from kanban.states import ALLOWED, Action, CardStatus, Outcome, check
+
+if TYPE_CHECKING:
+    from kanban.review import Verdict
 
 BACKOFF_BASE_S = 2.0
 BACKOFF_CAP_S = 300.0
@@ -63,7 +66,7 @@ def _current_status(conn: Conn, card_id: int, board: str | None) -> str:
     return str(row[0])
 
 
-def _move(
+def move(
     conn: Conn,
     card_id: int,
     action: Action,
@@ -112,19 +115,30 @@ def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
 
 
 def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
-             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> CardRecord:
+             actor: Actor = USER, board: str | None = None, implicit: bool = False,
+             verdict: Verdict | None = None) -> CardRecord:
+    """Done, promoting dependents; a worker's gated card goes to review instead (a person
+    completing a card by hand has decided: no gate)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
-    _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
+    if actor.claim_token is not None and _gated(conn, card_id):
+        from kanban import review
+
+        return review.submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
+    move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
           outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
                                              "finished_at": now}, implicit=implicit)
     promote_dependents(conn, card_id, now)
     return get_card(conn, card_id)
 
 
+def _gated(conn: Conn, card_id: int) -> bool:
+    return conn.scalar("SELECT review FROM card WHERE id = :id", {"id": card_id}) is not None
+
+
 def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
           board: str | None = None) -> CardRecord:
     v.text(reason, "reason", v.MAX_COMMENT, required=True)
-    _move(conn, card_id, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now, board=board,
+    move(conn, card_id, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now, board=board,
           outcome=Outcome.BLOCKED, values={"error": reason}, reason=reason)
     add_comment(conn, card_id, f"blocked: {reason}", author=actor.name, now=now)
     return get_card(conn, card_id)
@@ -133,7 +147,7 @@ def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor 
 def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
             actor: Actor = USER) -> CardRecord:
     to = _status_after_deps(conn, card_id)
-    _move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
+    move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
           values={"error": None, "run_after": now}, note=note)
     if note:
         add_comment(conn, card_id, f"unblocked: {note}", author=actor.name, now=now)
@@ -142,7 +156,7 @@ def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
 
 def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
-    _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
+    move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
           outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
     return get_card(conn, card_id)
 
@@ -160,7 +174,7 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
             raise InvalidTransition(f"cannot retry #{card_id}: #{holder.id} holds its key "
                                     f"{card.key!r} and is unfinished")
     to = _status_after_deps(conn, card_id)
-    _move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
+    move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
         "result": None, "error": None, "finished_at": None, "archived_at": None,
         "run_after": now, "retry_base": card.attempt,
     })
@@ -184,7 +198,7 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
          outcome: Outcome = Outcome.FAILED) -> CardRecord:
     """A fatal error: fail at once, burning no further attempts."""
     error = error[:v.MAX_COMMENT]
-    _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
+    move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
     return get_card(conn, card_id)
 
@@ -199,12 +213,12 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
     used = card.attempt - card.retry_base
     if used >= card.max_attempts:
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
-        _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
+        move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
-    _move(conn, card_id, Action.REQUEUE, CardStatus.READY, actor=actor, now=now, outcome=outcome,
+    move(conn, card_id, Action.REQUEUE, CardStatus.READY, actor=actor, now=now, outcome=outcome,
           kind="requeued", values={"error": error, "run_after": run_after}, error=error,
           run_after=run_after.isoformat())
     return get_card(conn, card_id)
@@ -224,7 +238,7 @@ def hand_back(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Ac
     if base is None:
         raise CardNotFound(card_id)
     run_after = now + timedelta(seconds=delay_s)
-    _move(conn, card_id, Action.HAND_BACK, CardStatus.READY, actor=actor, now=now,
+    move(conn, card_id, Action.HAND_BACK, CardStatus.READY, actor=actor, now=now,
           outcome=outcome, kind="handed_back",
           values={"run_after": run_after, "retry_base": int(base) + 1}, error=reason)
     return get_card(conn, card_id)

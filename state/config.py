@@ -16,6 +16,8 @@ DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
 SCRIPTED_DEMO = "scripted:demo"
 APPROVAL_MODES = ("deny", "ask", "allow")
 WORKSPACE_SPEC = re.compile(r"^(scratch|worktree|parent|dir:.+)$")
+PROFILE_ROLES = ("leaf", "orchestrator", "decomposer")
+REVIEW_GATE = re.compile(r"^(human|verify:.*\S.*|reviewer:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 CONFIG_ENV = "KANBAN_CONFIG"  # an explicit config file (must exist); also how workers get theirs
 
 
@@ -51,6 +53,9 @@ class Profile:
     command_timeout_s: float = 120.0  # terminal's default; always within the card's time
     network: bool = True  # issue 21's sandbox cuts it; web tools refuse without it
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
+    # Review gates and triage (issue 19).
+    review: str | None = None  # the cards' default review gate: verify:CMD, reviewer:P, human
+    role: str = "leaf"  # leaf | orchestrator (kanban_list, kanban_unblock) | decomposer
 
     def resolved_model(self, env: Mapping[str, str]) -> str:
         """The model spec; with no API key configured the default is the scripted demo."""
@@ -372,6 +377,10 @@ def _check_work(profile: Profile, mcp: Mapping[str, McpServer], where: str) -> N
         raise ConfigError(f"{where}.approval must be one of: {', '.join(APPROVAL_MODES)}")
     if profile.workspace is not None and not WORKSPACE_SPEC.match(profile.workspace):
         raise ConfigError(f"{where}.workspace must be scratch, worktree, parent or dir:PATH")
+    if profile.role not in PROFILE_ROLES:
+        raise ConfigError(f"{where}.role must be one of: {', '.join(PROFILE_ROLES)}")
+    if profile.review is not None and not REVIEW_GATE.match(profile.review):
+        raise ConfigError(f"{where}.review must be verify:COMMAND, reviewer:PROFILE or human")
     for pattern in profile.dangerous_patterns:
         try:
             re.compile(pattern)

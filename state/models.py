@@ -121,6 +121,13 @@ class Card(SQLModel, table=True):
     key: str | None = Field(default=None, max_length=200)  # idempotency key (`add --key`)
     skills: str | None = None  # comma-separated skill names
     workspace: str | None = None  # scratch (NULL), dir:PATH, worktree or parent
+    # Review gates and triage (migration 9)
+    review: str | None = None  # the gate: verify:CMD, reviewer:PROFILE or human
+    max_reviews: int = 3
+    reviews: int = 0  # gate rounds that asked for changes
+    feedback: str | None = None  # the last gate's feedback, shown to the next attempt
+    role: str | None = Field(default=None, max_length=16)  # reviewer, decomposer, triaged
+    subject_id: int | None = Field(default=None, index=True)  # the card it reviews/triages
 
 
 class Dependency(SQLModel, table=True):

@@ -27,6 +27,7 @@ def _show(detail: CardDetail, own: bool) -> str:
         "id": c.id, "title": c.title, "goal": c.goal, "context": c.context, "status": c.status,
         "priority": c.priority, "attempt": c.attempt, "max_attempts": c.max_attempts,
         "parent_id": c.parent_id, "depth": c.depth, "result": c.result,
+        "review_gate": c.review, "review_feedback": c.feedback,
         "dependencies": [{"id": d.id, "title": d.title, "status": d.status, "result": d.result}
                          for d in detail.depends_on],
         "children": [{"id": d.id, "title": d.title, "status": d.status, "result": d.result}
@@ -55,11 +56,15 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
     if args.get("result"):
         summary = f"{summary}\n\n{args['result']}"
     summary = scope.on_complete(summary)
+    verdict = scope.verify() if scope.verify is not None else None
     with _finishing(scope), scope.fenced() as conn:
-        transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
-                             actor=scope.actor)
+        card = transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
+                                    actor=scope.actor, verdict=verdict)
     scope.finished = "completed"
-    return ToolResult(f"card #{scope.card_id} is done", ends_run=True)
+    if verdict is not None and not verdict.passed:
+        return ToolResult(f"card #{scope.card_id} did not pass its review gate and is now "
+                          f"{card.status}:\n{verdict.feedback}", ends_run=True)
+    return ToolResult(f"card #{scope.card_id} is {card.status}", ends_run=True)
 
 
 @contextmanager

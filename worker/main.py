@@ -24,6 +24,7 @@ from kanban.agent.loop import AgentResult
 from kanban.attachments import Attachments
 from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.records import CardRecord
+from kanban.review import VERIFY, Gate, Verdict
 from kanban.service import Kanban
 from kanban.state import open_database
 from kanban.state.config import Config, worker_config
@@ -34,6 +35,7 @@ from kanban.state.store import Database
 from kanban.states import Outcome
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
+from kanban.tools.workbench import Workbench
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
@@ -242,6 +244,7 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                                 env=env, runner=setting.runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
+        _gate(scope, card, bench)
         try:
             toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench)
         except ConfigError as exc:  # a plug-in that does not load
@@ -268,6 +271,16 @@ def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str
     """The plan, with attachments and skill files copied into the workspace."""
     attachments = Attachments(kb.db, home, clock=kb.clock)
     return prepare_run(attachments, card, config, env, home=home, workspace=workspace)
+
+
+def _gate(scope: WorkerScope, card: CardRecord, bench: Workbench) -> None:
+    """A gated card completes into review; a verify gate's command runs before that."""
+    gate = Gate.of(card)
+    scope.gated = gate is not None
+    if gate is not None and gate.kind == VERIFY:
+        from kanban.tools.verify import verify
+
+        scope.verify = lambda: verify(gate.arg, bench)
 
 
 def _worktree_note(workspace: Workspace, card_id: int, title: str) -> Callable[[str], str]:
@@ -302,8 +315,10 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
     if result.stop_reason == StopReason.COMPLETED:
         summary = (result.text or "").strip() or "(the agent ended without a summary)"
         summary = scope.on_complete(summary)
+        verdict = _verdict(scope)
         _retrying(scope, lambda: scope.kb.complete(scope.card_id, summary, actor=scope.actor,
-                                                   implicit=True))
+                                                   implicit=True, gated=scope.gated,
+                                                   verdict=verdict))
         return EXIT_OK
     if result.stop_reason == StopReason.ERROR and result.fatal:
         return _fail(scope, result.error or "fatal model error")
@@ -315,6 +330,18 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
     note = f"; last summary: {result.text.strip()[:2000]}" if result.text else ""
     return _fail(scope, f"{_limit_text(result, limits)} before the card was finished{note}",
                  code=EXIT_OK)
+
+
+def _verdict(scope: WorkerScope) -> Verdict | None:
+    """A verify gate's verdict, the lease renewed while its command runs."""
+    if scope.verify is None:
+        return None
+    heartbeat = HeartbeatThread(scope)
+    heartbeat.start()
+    try:
+        return scope.verify()
+    finally:
+        heartbeat.stop()
 
 
 def _limit_text(result: AgentResult, limits: Limits) -> str:

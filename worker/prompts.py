@@ -42,6 +42,9 @@ def first_prompt(card: CardRecord, materials: Materials | None = None,
         parts.append(f"Files attached to your card, read-only in your workspace:\n{listed}")
     if card.attempt > 1:
         parts.append(f"This is attempt {card.attempt}; kanban_show lists earlier attempts.")
+    if card.feedback:
+        parts.append("The review of your previous attempt asked for changes. Its feedback:\n"
+                     f"{card.feedback}")
     for d in decisions:
         if d.decision == "approved":
             parts.append(f"A person approved this command; you may run it now, exactly as "

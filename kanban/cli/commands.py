@@ -47,7 +47,9 @@ COMMANDS: dict[str, Entry] = {
                        "Print the directory a card's worker works in (its workspace), and nothing "
                        "else."),
     "approve": Entry("kanban.cli.work:approve",
-                     "Approve the command a blocked card waits on; its next attempt runs it."),
+                     "Pass a card's review gate, or approve the command a blocked card waits on."),
+    "reject": Entry("kanban.cli.work:reject",
+                    "Send a card in review back for another attempt, with feedback."),
     "deny": Entry("kanban.cli.work:deny",
                   "Deny the command a blocked card waits on; its next attempt is told so."),
     "boards": Entry("kanban.cli.boards:boards", "List and create boards."),

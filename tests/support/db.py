@@ -206,6 +206,10 @@ def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardReco
     elif status is CardStatus.TODO:
         dep = kb.add_card(NewCard("dependency"))
         card = kb.add_card(NewCard("card under test", depends_on=[dep.id], **fields))
+    elif status is CardStatus.TRIAGE:
+        card = kb.add_card(NewCard("card under test", triage=True, **fields))
+    elif status is CardStatus.REVIEW:
+        card = kb.add_card(NewCard("card under test", **{"review": "human", **fields}))
     else:
         card = kb.add_card(NewCard("card under test", **fields))
     if status is CardStatus.RUNNING:
@@ -219,6 +223,9 @@ def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardReco
         fail(kb, card.id)
     elif status is CardStatus.CANCELLED:
         kb.cancel(card.id, reason="not needed")
+    elif status is CardStatus.REVIEW:  # its worker completed it: the gate decides
+        kb.complete(card.id, "finished, to be reviewed", actor=worker(claim_one(kb, card.id)),
+                    gated=True)
     card = kb.card(card.id)
     assert card.status == status
     return card

@@ -42,19 +42,25 @@ PERFORM: dict[Action, Callable[[Kanban, int], CardRecord]] = {
     Action.CANCEL: lambda kb, cid: kb.cancel(cid, reason="not needed"),
     Action.RETRY: lambda kb, cid: kb.retry(cid),
     Action.ARCHIVE: lambda kb, cid: kb.archive(cid),
+    Action.PASS: lambda kb, cid: kb.approve_review(cid),
+    Action.CHANGES: lambda kb, cid: kb.reject(cid, "redo it"),
 }
+# Made by workers and decomposers, tested in test_review.py and test_triage.py.
+BY_PROCESSES = {Action.CLAIM, Action.PROMOTE, Action.RELEASE, Action.SUBMIT, Action.DECOMPOSE}
 TARGET = {
     Action.COMPLETE: S.DONE, Action.BLOCK: S.BLOCKED, Action.UNBLOCK: S.READY,
     Action.REQUEUE: S.READY, Action.FAIL: S.FAILED, Action.CANCEL: S.CANCELLED,
-    Action.RETRY: S.READY, Action.HAND_BACK: S.READY,
+    Action.RETRY: S.READY, Action.HAND_BACK: S.READY, Action.PASS: S.DONE,
+    Action.CHANGES: S.READY,
 }
 EVENT_KIND = {Action.REQUEUE: "requeued", Action.ARCHIVE: "archived",
-              Action.HAND_BACK: "handed_back"}
+              Action.HAND_BACK: "handed_back", Action.PASS: "review_passed",
+              Action.CHANGES: "changes_requested"}
 PAIRS = [(action, status) for action in PERFORM for status in CardStatus]
 
 
 def test_the_table_covers_every_action() -> None:
-    assert set(PERFORM) | {Action.CLAIM, Action.PROMOTE, Action.RELEASE} == set(Action)
+    assert set(PERFORM) | BY_PROCESSES == set(Action)
     assert set(ALLOWED) == set(Action)
 
 
