@@ -190,10 +190,13 @@ class Kanban:
     # approvals of dangerous commands (and, later, of review gates)
     def approve(self, card_id: int, *, actor: Actor = USER,
                 reason: str | None = None) -> CardRecord:
-        """Approve the card's pending commands; its next attempt runs them without asking."""
-        from kanban import approvals
+        """Pass the review gate of a card in review; otherwise approve the card's pending
+        commands (its next attempt runs them without asking)."""
+        from kanban import approvals, review
 
         with self.db.write() as conn:
+            if review.in_review(conn, card_id):
+                return review.approve(conn, card_id, now=self.clock(), actor=actor, note=reason)
             return approvals.decide(conn, card_id, approve=True, now=self.clock(),
                                     actor=actor, reason=reason)[0]
 

@@ -34,11 +34,11 @@ def approve(ctx: click.Context, card_id: int, note: str | None) -> None:
     its next attempt runs exactly the command it asked for without asking.
     """
     kanban = open_kanban(ctx)
-    if kanban.card(card_id).status == "review":
-        card = kanban.approve_review(card_id, note=note)
-        output.out(f"#{card.id} approved; it is {card.status}")
-        return
+    gated = kanban.card(card_id).status == "review"
     card = kanban.approve(card_id, reason=note)
+    if gated:
+        output.out(f"#{card.id} passed its review; it is {card.status}")
+        return
     decided = [a for a in kanban.approvals(card_id) if a.decision == "approved"]
     output.out(f"#{card.id} approved: {decided[-1].command}; it is {card.status}")
 

@@ -117,6 +117,11 @@ def deny(web: WebBoard, card_id: int | None, data: dict[str, Any]) -> tuple[Any,
     return _card(web.kanban.deny(card_id, reason=text_field(data, "reason") or None))
 
 
+def reject(web: WebBoard, card_id: int | None, data: dict[str, Any]) -> tuple[Any, int, str]:
+    assert card_id is not None
+    return _card(web.kanban.reject(card_id, text_field(data, "feedback") or ""))
+
+
 def _pause(paused: bool) -> Call:
     def change(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, str]:
         board = text_field(data, "board") or None  # none: spawning everywhere
@@ -147,6 +152,7 @@ ROUTES = [
     Route("/api/cards/{card_id}/priority", action(priority), methods=["POST"]),
     Route("/api/cards/{card_id}/approve", action(approve), methods=["POST"]),
     Route("/api/cards/{card_id}/deny", action(deny), methods=["POST"]),
+    Route("/api/cards/{card_id}/reject", action(reject), methods=["POST"]),
     Route("/api/pause", action(_pause(True)), methods=["POST"]),
     Route("/api/resume", action(_pause(False)), methods=["POST"]),
 ]

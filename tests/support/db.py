@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kanban import transitions
+from kanban import claims, transitions
 from kanban.cards import NewCard
 from kanban.claims import ClaimFilter
 from kanban.records import CardRecord, Claim
@@ -224,8 +224,9 @@ def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardReco
     elif status is CardStatus.CANCELLED:
         kb.cancel(card.id, reason="not needed")
     elif status is CardStatus.REVIEW:  # its worker completed it: the gate decides
-        kb.complete(card.id, "finished, to be reviewed", actor=worker(claim_one(kb, card.id)),
-                    gated=True)
+        with kb.db.write() as conn:
+            claim = claims.claim_card(conn, card.id, now=kb.clock(), lease_s=LEASE_S)
+        kb.complete(card.id, "finished, to be reviewed", actor=worker(claim), gated=True)
     card = kb.card(card.id)
     assert card.status == status
     return card
