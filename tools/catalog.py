@@ -6,7 +6,16 @@ MCP SDK and plug-ins load when a worker first needs them.
 
 from __future__ import annotations
 
-from kanban.tools import delegate, files, kanban_tools, skill_tools, terminal, web
+from kanban.tools import (
+    delegate,
+    files,
+    kanban_tools,
+    orchestrator_tools,
+    review_tools,
+    skill_tools,
+    terminal,
+    web,
+)
 from kanban.tools.registry import ToolRegistry
 
 REGISTRY = ToolRegistry()
@@ -16,3 +25,5 @@ terminal.register(REGISTRY)
 web.register(REGISTRY)
 delegate.register(REGISTRY)
 skill_tools.register(REGISTRY)
+review_tools.register(REGISTRY)
+orchestrator_tools.register(REGISTRY)

@@ -57,7 +57,7 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
         summary = f"{summary}\n\n{args['result']}"
     summary = scope.on_complete(summary)
     verdict = scope.verify() if scope.verify is not None else None
-    with _finishing(scope), scope.fenced() as conn:
+    with finishing(scope), scope.fenced() as conn:
         card = transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
                                     actor=scope.actor, verdict=verdict)
     scope.finished = "completed"
@@ -68,7 +68,7 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
 
 
 @contextmanager
-def _finishing(scope: WorkerScope) -> Iterator[None]:
+def finishing(scope: WorkerScope) -> Iterator[None]:
     """While the card is being finished, its lease vanishing is expected, not a loss."""
     scope.finishing = True
     try:
@@ -79,7 +79,7 @@ def _finishing(scope: WorkerScope) -> Iterator[None]:
 
 
 def kanban_block(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
-    with _finishing(scope), scope.fenced() as conn:
+    with finishing(scope), scope.fenced() as conn:
         transitions.block(conn, scope.card_id, args["reason"], now=scope.kb.clock(),
                           actor=scope.actor)
     scope.finished = "blocked"

@@ -24,6 +24,7 @@ from kanban.tools.catalog import REGISTRY
 from kanban.tools.registry import Toolbox
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS_TOOLSET
+from kanban.toolsets import BY_ROLE, for_role
 from kanban.worker.materials import Materials, materials_for, place_materials
 from kanban.worker.prompts import first_prompt, skills_prompt, system_prompt
 from kanban.worker.runtime import run_limits
@@ -85,6 +86,7 @@ def worker_toolsets(card: CardRecord, profile: Profile, config: Config, *, has_s
     chosen = card_toolsets(card, profile, config)
     if has_skills:
         chosen.append(SKILLS_TOOLSET)
+    chosen += for_role(card.role, profile.role)
     return tuple(dict.fromkeys(chosen))
 
 
@@ -93,7 +95,7 @@ def toolbox_for(plan: WorkerPlan, scope: WorkerScope) -> Toolbox:
     own with `worker.toolbox.toolbox`: bound to its workspace, MCP servers started)."""
     registered = [t for t in plan.toolsets if t in REGISTRY.toolsets()]  # MCP: not started
     return REGISTRY.toolbox(registered, scope, contexts={
-        t: _PREVIEW for t in registered if t not in ("kanban", SKILLS_TOOLSET)})
+        t: _PREVIEW for t in registered if t not in ("kanban", SKILLS_TOOLSET, *BY_ROLE)})
 
 
 def prepare_run(attachments: Attachments, card: CardRecord, config: Config,

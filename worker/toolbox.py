@@ -66,10 +66,11 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
     for name in toolsets:
         if name.startswith("mcp:"):
             continue
-        if name not in names.BUILTIN:
+        if name not in names.BUILTIN and name not in names.BY_ROLE:
             names.load_plugin(name, REGISTRY)
         registered.append(name)
     # The board's toolsets (kanban, skills) act for the card; the others work in its workspace.
-    contexts = {name: bench for name in registered if name not in (names.ALWAYS, SKILLS)}
+    contexts = {name: bench for name in registered
+                if name not in (names.ALWAYS, SKILLS, *names.BY_ROLE)}
     return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra)
 

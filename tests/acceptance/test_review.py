@@ -1,13 +1,18 @@
 """Review gates through the real CLI, dispatcher and workers: a verify command, a person's
-approve/reject, and dependents that wait for the gate."""
+approve/reject, a reviewer agent over the real SDK clients, and dependents that wait."""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.acceptance.conftest import BoardFiles
+from tests.support.llm_bodies import called_tools, last_user_text
+from tests.support.llm_server import LLMServer, Reply, text_reply, tool_reply
 from tests.support.procs import kanban, query, start_dispatcher, stop, wait_until
 
 TEST_FILE = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
@@ -118,3 +123,61 @@ def test_bad_gate_flags_are_one_line_errors(board: BoardFiles) -> None:
     not_review = kanban(board.path, "reject", "1", "--feedback", "no", check=False)
     assert not_review.returncode != 0 and "Traceback" not in not_review.stderr
     assert query(board.path, "SELECT count(*) FROM card") == [(0,)]
+
+
+def essay_and_critic(body: dict[str, Any]) -> Reply:
+    """Either agent, as a pure function of its prompt: the writer completes (v2 once told to
+    cite sources); the critic asks for sources on v1 and approves v2."""
+    if called_tools(body):
+        return text_reply("finished")
+    prompt = last_user_text(body)
+    if ": Review #" in prompt:
+        if "essay v2" in prompt:
+            return tool_reply(("kanban_approve", {"note": "sources are cited now"}))
+        return tool_reply(("kanban_request_changes", {"feedback": "cite your sources"}))
+    if "cite your sources" in prompt:
+        return tool_reply(("kanban_complete", {"summary": "essay v2, with sources"}))
+    return tool_reply(("kanban_complete", {"summary": "essay v1"}))
+
+
+@pytest.mark.parametrize(("writer", "critic"), [("openai", "anthropic"),
+                                                ("anthropic", "openai")])
+def test_reviewer_gate_requests_changes_once_then_approves(board: BoardFiles, writer: str,
+                                                           critic: str) -> None:
+    board.configure(f"""
+[profiles.writer]
+model = "{writer}:test-model"
+
+[profiles.critic]
+model = "{critic}:test-model"
+description = "Reviews essays"
+""")
+    card = int(kanban(board.path, "add", "write the essay", "--profile", "writer",
+                      "--reviewer", "critic", "--max-reviews", "2").stdout.strip()[1:])
+    dependent = board.add("publish the essay", profile="writer", depends_on=[card])
+    with LLMServer(responder=essay_and_critic) as server:
+        proc = start_dispatcher(board.path, env={**worker_env(), **server.env()},
+                                log=board.home / "dispatch.log")
+        try:
+            wait_until(lambda: status(board, dependent) == "done", timeout=90,
+                       what="the dependent of the reviewed card done")
+        finally:
+            stop(proc)
+        routes = {r.route for r in server.requests}
+    assert routes == {"openai", "anthropic"}
+    assert query(board.path, "SELECT status, result, reviews FROM card WHERE id = ?",
+                 card) == [("done", "essay v2, with sources", 1)]
+    reviewers = query(board.path, "SELECT status, profile, result FROM card WHERE subject_id "
+                                  "= ? AND role = 'reviewer' ORDER BY id", card)
+    assert reviewers == [
+        ("done", "critic", f"requested changes on #{card}: cite your sources"),
+        ("done", "critic", f"approved #{card}: sources are cited now")]
+    kinds = [k for k in statuses(board, card) if k in (
+        "review_requested", "changes_requested", "review_passed")]
+    assert kinds == ["review_requested", "changes_requested", "review_requested",
+                     "review_passed"]
+    started = query(board.path, "SELECT min(started_at) FROM run WHERE card_id = ?",
+                    dependent)[0][0]
+    passed_at = query(board.path, "SELECT at FROM event WHERE card_id = ? AND "
+                                  "kind = 'review_passed'", card)[0][0]
+    assert started >= passed_at
