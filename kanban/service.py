@@ -126,6 +126,24 @@ class Kanban:
             return transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
                                         implicit=implicit, verdict=verdict)
 
+    # triage
+    def triage_new(self, new: NewCard, *, decomposer: str, catalog: str) -> Added:
+        """Add a card in triage with a card for the decomposer profile's agent."""
+        from kanban import triage
+
+        with self.db.write() as conn:
+            return triage.add_triaged(conn, new, decomposer=decomposer, catalog=catalog,
+                                      now=self.clock())
+
+    def triage(self, card_id: int, *, decomposer: str, catalog: str,
+               actor: Actor = USER) -> CardRecord:
+        """Send a card nobody started to triage, for the decomposer profile's agent."""
+        from kanban import triage
+
+        with self.db.write() as conn:
+            return triage.triage(conn, card_id, decomposer=decomposer, catalog=catalog,
+                                 now=self.clock(), actor=actor)
+
     # review gates
     def approve_review(self, card_id: int, *, note: str | None = None,
                        actor: Actor = USER) -> CardRecord:

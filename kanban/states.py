@@ -43,6 +43,7 @@ class Action(StrEnum):
     PASS = "pass"  # the gate passed: done
     CHANGES = "changes"  # the gate asked for changes: another attempt, or out of rounds
     DECOMPOSE = "decompose"  # a triaged card was split into child cards
+    TRIAGE = "triage"  # a card nobody started goes to a decomposer
 
 
 class Outcome(StrEnum):
@@ -78,6 +79,7 @@ ALLOWED: dict[Action, frozenset[CardStatus]] = {
     Action.PASS: frozenset({S.REVIEW}),
     Action.CHANGES: frozenset({S.REVIEW}),
     Action.DECOMPOSE: frozenset({S.TRIAGE}),
+    Action.TRIAGE: frozenset({S.READY, S.TODO}),
 }
 
 _REASONS = {
@@ -90,6 +92,7 @@ _REASONS = {
     Action.PASS: "only cards in review can be approved",
     Action.CHANGES: "only cards in review can be sent back",
     Action.DECOMPOSE: "only cards in triage can be decomposed",
+    Action.TRIAGE: "only ready or todo cards that nobody has started can be triaged",
 }
 
 

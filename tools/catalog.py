@@ -14,6 +14,7 @@ from kanban.tools import (
     review_tools,
     skill_tools,
     terminal,
+    triage_tools,
     web,
 )
 from kanban.tools.registry import ToolRegistry
@@ -27,3 +28,4 @@ delegate.register(REGISTRY)
 skill_tools.register(REGISTRY)
 review_tools.register(REGISTRY)
 orchestrator_tools.register(REGISTRY)
+triage_tools.register(REGISTRY)

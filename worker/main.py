@@ -36,6 +36,7 @@ from kanban.states import Outcome
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
 from kanban.tools.workbench import Workbench
+from kanban.triage import TRIAGED_ROLE, rollup, triaged_children
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
@@ -160,6 +161,8 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
         card = _retrying(scope, lambda: kb.card(wenv.card_id))
         if card.command is not None:  # a script card: a command, no model
             return _run_script_card(scope, card, wenv, env, setting.runner)
+        if card.role == TRIAGED_ROLE:  # its children finished: their results are its own
+            return _roll_up(scope, card)
         return _run_agent_card(scope, card, wenv, config, env, setting)
     finally:
         if watchdog is not None:
@@ -208,6 +211,19 @@ def _run_script_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv,
         return run_script(scope, card, home=home, env=env, runner=runner)
     finally:
         heartbeat.stop()
+
+
+def _roll_up(scope: WorkerScope, card: CardRecord) -> int:
+    """A triaged card completes with its children's results (its gate still applies)."""
+
+    def children() -> list[CardRecord]:
+        with scope.kb.db.read() as conn:
+            return triaged_children(conn, card.id)
+
+    summary = rollup(_retrying(scope, children))
+    _retrying(scope, lambda: scope.kb.complete(card.id, summary, actor=scope.actor,
+                                               gated=card.review is not None))
+    return EXIT_OK
 
 
 def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Config,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from kanban import toolsets as names
 from kanban.records import CardRecord
@@ -70,7 +71,12 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
             names.load_plugin(name, REGISTRY)
         registered.append(name)
     # The board's toolsets (kanban, skills) act for the card; the others work in its workspace.
-    contexts = {name: bench for name in registered
-                if name not in (names.ALWAYS, SKILLS, *names.BY_ROLE)}
+    contexts: dict[str, Any] = {name: bench for name in registered
+                                if name not in (names.ALWAYS, SKILLS, *names.BY_ROLE)}
+    if names.TRIAGE in registered:  # a decomposer's proposal becomes cards on the board
+        from kanban.tools.triage_tools import BoardDecomposer
+
+        contexts[names.TRIAGE] = BoardDecomposer(scope, tuple(config.profiles),
+                                                 max_cards=config.limits.max_children_per_card)
     return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra)
 

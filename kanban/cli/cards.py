@@ -17,6 +17,7 @@ from kanban.cli.base import (
     require_skills,
 )
 from kanban.cli.params import CARD_ID, card_id_argument, complete_profiles
+from kanban.cli.triage import decomposer_option, dry_run_option
 from kanban.validation import MAX_ATTEMPTS_RANGE, TIMEOUT_RANGE
 
 profile_option = click.option("--profile", shell_complete=complete_profiles, metavar="NAME",
@@ -65,19 +66,26 @@ profile_option = click.option("--profile", shell_complete=complete_profiles, met
 @click.option("--max-reviews", type=click.IntRange(*MAX_ATTEMPTS_RANGE), default=3,
               show_default=True, help="Review rounds that may ask for changes before the card "
                                       "fails (a --human card is blocked instead).")
+@click.option("--triage", is_flag=True,
+              help="TITLE is a rough idea: a decomposer agent splits it into child cards, and "
+                   "the card ends with their results.")
+@decomposer_option
+@dry_run_option
 @json_option
 @click.pass_context
 def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         depends_on: tuple[int, ...], profile: str, max_attempts: int, timeout: float | None,
         key: str | None, at: str | None, within: str | None, skills: tuple[str, ...],
         workspace: str | None, toolsets: str | None, verify: str | None, reviewer: str | None,
-        human: bool, max_reviews: int, as_json: bool) -> None:
+        human: bool, max_reviews: int, triage: bool, decomposer: str | None, dry_run: bool,
+        as_json: bool) -> None:
     """Add a card; it is ready at once unless a dependency is unfinished.
 
     TITLE is one line saying what the card is for. Prints the new card's id (with --key,
     the id of the unfinished card holding the key). With --at or --in the card waits in
     `scheduled` until then. A review gate (--verify, --reviewer or --human) checks the
-    worker's result before the card counts as done.
+    worker's result before the card counts as done. With --triage a decomposer agent
+    splits the card into child cards (see `kanban triage`).
     """
     from pathlib import Path
 
@@ -108,7 +116,20 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         key=key, run_at=scheduled_time(ctx, at, within, kanban.clock()), skills=skills,
         workspace=spec, toolsets=",".join(names) if names is not None else None,
         review=gate or chosen.review, max_reviews=max_reviews)
-    added = kanban.add(new)
+    if (decomposer is not None or dry_run) and not triage:
+        raise click.UsageError("--decomposer and --dry-run go with --triage", ctx)
+    if triage:
+        from kanban.cli.triage import print_proposal
+        from kanban.triage import catalogue, decomposer_profile
+
+        name = decomposer_profile(config, decomposer)
+        if dry_run:
+            new.validated()
+            print_proposal(config, name, title, goal, context, as_json)
+            return
+        added = kanban.triage_new(new, decomposer=name, catalog=catalogue(config))
+    else:
+        added = kanban.add(new)
     card = added.card
     if as_json:
         output.print_json({**card.to_json(), "created": added.created})

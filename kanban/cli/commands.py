@@ -19,6 +19,9 @@ COMMANDS: dict[str, Entry] = {
                   "Create .kanban/kanban.db here (or at --db) with a 'default' board."),
     "add": Entry("kanban.cli.cards:add",
                  "Add a card; it is ready at once unless a dependency is unfinished."),
+    "triage": Entry("kanban.cli.triage:triage",
+                    "Have a decomposer split a card into child cards (--dry-run: only show "
+                    "them)."),
     "edit": Entry("kanban.cli.cards:edit",
                   "Change an unfinished card's title, goal, context, priority or limits."),
     "board": Entry("kanban.cli.boards:board",

@@ -44,6 +44,7 @@ PERFORM: dict[Action, Callable[[Kanban, int], CardRecord]] = {
     Action.ARCHIVE: lambda kb, cid: kb.archive(cid),
     Action.PASS: lambda kb, cid: kb.approve_review(cid),
     Action.CHANGES: lambda kb, cid: kb.reject(cid, "redo it"),
+    Action.TRIAGE: lambda kb, cid: kb.triage(cid, decomposer="default", catalog=""),
 }
 # Made by workers and decomposers, tested in test_review.py and test_triage.py.
 BY_PROCESSES = {Action.CLAIM, Action.PROMOTE, Action.RELEASE, Action.SUBMIT, Action.DECOMPOSE}
@@ -51,11 +52,11 @@ TARGET = {
     Action.COMPLETE: S.DONE, Action.BLOCK: S.BLOCKED, Action.UNBLOCK: S.READY,
     Action.REQUEUE: S.READY, Action.FAIL: S.FAILED, Action.CANCEL: S.CANCELLED,
     Action.RETRY: S.READY, Action.HAND_BACK: S.READY, Action.PASS: S.DONE,
-    Action.CHANGES: S.READY,
+    Action.CHANGES: S.READY, Action.TRIAGE: S.TRIAGE,
 }
 EVENT_KIND = {Action.REQUEUE: "requeued", Action.ARCHIVE: "archived",
               Action.HAND_BACK: "handed_back", Action.PASS: "review_passed",
-              Action.CHANGES: "changes_requested"}
+              Action.CHANGES: "changes_requested", Action.TRIAGE: "triaged"}
 PAIRS = [(action, status) for action in PERFORM for status in CardStatus]
 
 
