@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kanban import cards, dependencies, transitions
 from kanban.cards import Added, NewCard
+from kanban.errors import LeaseLost
 from kanban.records import CardDetail, CardRecord, Claim
 from kanban.state.store import Database
 from kanban.transitions import USER, Actor
@@ -119,9 +120,12 @@ class Kanban:
         if actor.claim_token is not None and self.db.dialect == "postgresql" and not gated:
             from kanban import pg_statements  # one statement, promotions included
 
-            return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
-                                          claim_token=actor.claim_token, actor=actor.name,
-                                          implicit=implicit)
+            try:
+                return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
+                                              claim_token=actor.claim_token, actor=actor.name,
+                                              implicit=implicit)
+            except LeaseLost:  # or gated after all: the general path below says which
+                pass
         with self.db.write() as conn:
             return transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
                                         implicit=implicit, verdict=verdict)

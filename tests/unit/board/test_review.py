@@ -10,7 +10,9 @@ from kanban.review import Gate, Verdict, gate_spec
 from kanban.service import Kanban
 from kanban.state.store import Database
 from kanban.states import CardStatus as S
-from tests.support.db import card_row, claim_one, events_of, status_events, worker
+from tests.support.db import STORES, card_row, claim_one, events_of, status_events, worker
+
+BOTH = pytest.mark.parametrize("store", STORES, indirect=True)
 
 
 def submit(kb: Kanban, card_id: int, verdict: Verdict | None = None) -> str:
@@ -32,6 +34,7 @@ def test_gate_specs_parse_and_bad_ones_are_refused() -> None:
         gate_spec(verify="true", reviewer=None, human=True)
 
 
+@BOTH
 def test_a_gated_card_goes_to_review_and_its_dependent_waits(kb: Kanban, db: Database) -> None:
     card = kb.add_card(NewCard("gated", review="human"))
     dependent = kb.add_card(NewCard("after", depends_on=[card.id]))
@@ -47,11 +50,13 @@ def test_a_gated_card_goes_to_review_and_its_dependent_waits(kb: Kanban, db: Dat
     assert kb.card(dependent.id).status == S.READY
 
 
+@BOTH
 def test_a_card_without_a_gate_is_done_at_once(kb: Kanban) -> None:
     card = kb.add_card(NewCard("plain"))
     assert submit(kb, card.id) == S.DONE
 
 
+@BOTH
 def test_changes_send_the_card_back_with_feedback_then_the_bound_fails_it(
         kb: Kanban, db: Database) -> None:
     card = kb.add_card(NewCard("gated", review="verify:pytest", max_reviews=2,
@@ -68,6 +73,7 @@ def test_changes_send_the_card_back_with_feedback_then_the_bound_fails_it(
                                                                      "commented"]
 
 
+@BOTH
 def test_a_verify_pass_clears_the_feedback(kb: Kanban) -> None:
     card = kb.add_card(NewCard("gated", review="verify:true"))
     submit(kb, card.id, Verdict(False, "no"))
@@ -75,6 +81,7 @@ def test_a_verify_pass_clears_the_feedback(kb: Kanban) -> None:
     assert kb.card(card.id).feedback is None
 
 
+@BOTH
 def test_a_human_gate_out_of_rounds_blocks_for_a_person(kb: Kanban) -> None:
     card = kb.add_card(NewCard("gated", review="human", max_reviews=1))
     submit(kb, card.id)
@@ -82,6 +89,7 @@ def test_a_human_gate_out_of_rounds_blocks_for_a_person(kb: Kanban) -> None:
     assert kb.unblock(card.id, "try once more").status == S.READY
 
 
+@BOTH
 def test_a_reviewer_gate_adds_a_reviewer_card_sharing_the_workspace(kb: Kanban) -> None:
     card = kb.add_card(NewCard("gated", goal="write it", review="reviewer:critic"))
     submit(kb, card.id)
@@ -91,6 +99,7 @@ def test_a_reviewer_gate_adds_a_reviewer_card_sharing_the_workspace(kb: Kanban) 
     assert review_card.status == S.READY and "the work" in review_card.context
 
 
+@BOTH
 def test_only_cards_in_review_are_approved_or_rejected(kb: Kanban) -> None:
     card = kb.add_card(NewCard("plain"))
     with pytest.raises(InvalidTransition, match="only cards in review"):
@@ -103,3 +112,10 @@ def test_only_cards_in_review_are_approved_or_rejected(kb: Kanban) -> None:
     with pytest.raises(ValidationError):
         kb.reject(gated.id, "  ")
     assert kb.card(gated.id).status == S.REVIEW
+
+
+@BOTH
+def test_a_worker_that_forgets_its_card_is_gated_still_goes_to_review(kb: Kanban) -> None:
+    card = kb.add_card(NewCard("gated", review="human"))
+    claim = claim_one(kb, card.id)
+    assert kb.complete(card.id, "done?", actor=worker(claim)).status == S.REVIEW

@@ -12,9 +12,11 @@ from kanban.state.config import Config, Profile
 from kanban.state.errors import ConfigError
 from kanban.states import CardStatus as S
 from kanban.transitions import Actor
-from tests.support.db import events_of
+from tests.support.db import STORES, events_of
 
 PROFILES = ("default", "bash")
+
+BOTH = pytest.mark.parametrize("store", STORES, indirect=True)
 
 
 def graph(*cards: dict) -> triage.Graph:
@@ -50,6 +52,7 @@ def test_the_decomposer_profile_is_named_or_found_by_role() -> None:
     assert "split" not in triage.catalogue(config)
 
 
+@BOTH
 def test_a_triaged_card_waits_for_the_graph_it_was_split_into(kb: Kanban) -> None:
     added = kb.triage_new(NewCard("launch", goal="ship v2"), decomposer="bash",
                           catalog="Profiles: ...")
@@ -79,6 +82,7 @@ def test_a_triaged_card_waits_for_the_graph_it_was_split_into(kb: Kanban) -> Non
                                        f"- #{b.id} b (done): post")
 
 
+@BOTH
 def test_only_unstarted_cards_are_triaged_and_never_with_a_verify_gate(kb: Kanban) -> None:
     gated = kb.add_card(NewCard("tested", review="verify:pytest"))
     with pytest.raises(ValidationError, match="verify gate"):
