@@ -86,7 +86,9 @@ class NewCard:
         if self.review is not None:
             from kanban.review import Gate
 
-            Gate.parse(self.review)
+            if Gate.parse(self.review).kind == "verify" and self.command is not None:
+                raise ValidationError("a script card's exit code is its own check: give it "
+                                      "no verify gate")
         v.number(self.max_reviews, "max reviews", v.MAX_ATTEMPTS_RANGE)
         return self
 

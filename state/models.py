@@ -263,6 +263,7 @@ class CronJob(SQLModel, table=True):
     jitter_s: int = 0
     anchor_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # interval grid
     skills: str | None = None  # comma-separated skill names for the cards it creates
+    review: str | None = None  # the review gate of its cards (migration 9)
 
 
 class CronFire(SQLModel, table=True):

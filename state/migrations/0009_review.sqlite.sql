@@ -16,3 +16,6 @@ ALTER TABLE card ADD COLUMN role VARCHAR(16);
 ALTER TABLE card ADD COLUMN subject_id INTEGER;
 
 CREATE INDEX ix_card_subject_id ON card (subject_id);
+
+-- the review gate of the cards a cron job creates
+ALTER TABLE cron_job ADD COLUMN review VARCHAR;
