@@ -78,6 +78,7 @@ class Dispatcher:
         self._unrecorded: list[tuple[int, int, int | None]] = []  # (run, pid, start) to store
         self._outage_since: float | None = None
         self._outage_attempt = 0
+        self._claims_in_doubt = False  # a write failed mid-outage: a claim may have landed
 
     # lifecycle
     def start(self) -> None:
@@ -145,6 +146,7 @@ class Dispatcher:
             self.shutdown(wait_for_workers=once and not self.stop_requested.is_set())
 
     def _wait_out_outage(self, exc: TransientDatabaseError) -> None:
+        self._claims_in_doubt = True  # the failed call may have been a claim that landed
         if self._outage_since is None:
             self._outage_since = time.monotonic()
             event(f"database unavailable ({exc}); keeping {len(self.workers)} workers and "
@@ -223,6 +225,8 @@ class Dispatcher:
 
     def claim_and_spawn(self) -> None:
         self._next_due = None  # recomputed below when nothing is claimable yet
+        if self._claims_in_doubt:
+            self._adopt_claims_in_doubt()
         slots = self.max_workers - len(self.workers)
         if slots <= 0:
             return  # a worker's exit wakes the loop
@@ -247,6 +251,28 @@ class Dispatcher:
                   kind="claimed", card=c.card_id, attempt=c.attempt, board=c.board, pid=pid,
                   run=c.run_id, profile=c.profile)
         self.record_processes()
+
+    def _adopt_claims_in_doubt(self) -> None:
+        """After an outage: claims of ours that committed although the call failed get
+        their worker now (or go back to ready when no slot is free), instead of holding
+        their cards until the lease runs out."""
+        assert self.id is not None
+        with self.kb.db.read() as conn:
+            found = [c for c in claims.unstarted_claims(conn, self.id)
+                     if self.workers.by_card(c.card_id) is None
+                     and all(c.run_id != run_id for run_id, _, _ in self._unrecorded)]
+        self._claims_in_doubt = False
+        for c in found:
+            if len(self.workers) >= self.max_workers:
+                self._hand_back(c, "claimed during a database outage; no free worker slot")
+                continue
+            pid = self.spawn(c)
+            if pid is None:
+                continue
+            self._unrecorded.append((c.run_id, pid, process_start(pid)))
+            event(f"claimed #{c.card_id} attempt {c.attempt} on {c.board} (its claim landed "
+                  f"during the outage): worker pid {pid}", kind="claimed", card=c.card_id,
+                  attempt=c.attempt, board=c.board, pid=pid, run=c.run_id, profile=c.profile)
 
     def record_processes(self) -> None:
         """Store the new workers' (pid, start time); kept for the next pass on an outage."""

@@ -212,6 +212,22 @@ def running_leases(conn: Conn, *, board: str | None = None) -> list[Lease]:
             proc_start, profile in conn.all(sql, {"board": board})]
 
 
+def unstarted_claims(conn: Conn, dispatcher_id: int) -> list[Claim]:
+    """This dispatcher's claims that no worker was started for: a claim whose COMMIT
+    reached the server while the connection dropped looks failed to the dispatcher, yet
+    holds its card. Read after an outage so the dispatcher can start or hand them back."""
+    rows = conn.all(
+        "SELECT c.id, c.board, c.attempt, c.claim_token, r.id, c.profile, c.model, "
+        "c.timeout_s, c.lease_expires_at FROM run r JOIN card c ON c.id = r.card_id "
+        "AND c.claim_token = r.claim_token WHERE r.dispatcher_id = :dispatcher_id "
+        "AND r.pid IS NULL AND r.finished_at IS NULL AND c.status = 'running' ORDER BY c.id",
+        {"dispatcher_id": dispatcher_id})
+    return [Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s,
+                  as_set_time(lease))
+            for card_id, board, attempt, token, run_id, profile, model, timeout_s, lease
+            in rows]
+
+
 def is_current(conn: Conn, card_id: int, claim_token: str) -> bool:
     return conn.one("SELECT id FROM card WHERE id = :card_id AND claim_token = :token AND "
               "status = 'running'", {"card_id": card_id, "token": claim_token}) is not None
