@@ -22,6 +22,7 @@ from kanban.records import CardRecord
 from kanban.state.store import Conn
 from kanban.states import Action, CardStatus, Outcome
 from kanban.transitions import USER, Actor
+from kanban.triage import DECOMPOSER_ROLE
 
 VERIFY, REVIEWER, HUMAN = "verify", "reviewer", "human"
 REVIEWER_ROLE = "reviewer"
@@ -160,6 +161,25 @@ def reject(conn: Conn, card_id: int, feedback: str, *, now: datetime, actor: Act
     """`kanban reject`: a person asks for changes (feedback required)."""
     v.text(feedback, "feedback", v.MAX_COMMENT, required=True)
     return request_changes(conn, card_id, feedback, now=now, actor=actor, board=board)
+
+
+def helper_ended(conn: Conn, card_id: int, status: str, why: str | None, *,
+                 now: datetime) -> None:
+    """A reviewer or decomposer card failed or was cancelled before deciding: the card it
+    served says so, and names what a person can do (nothing waits without saying why)."""
+    row = conn.one("SELECT role, subject_id FROM card WHERE id = :id", {"id": card_id})
+    if row is None or row[1] is None or row[0] not in (REVIEWER_ROLE, DECOMPOSER_ROLE):
+        return
+    role, subject = row
+    waiting = {REVIEWER_ROLE: CardStatus.REVIEW, DECOMPOSER_ROLE: CardStatus.TRIAGE}[role]
+    if conn.scalar("SELECT status FROM card WHERE id = :id", {"id": subject}) != waiting:
+        return
+    todo = ("decide with `kanban approve` or `kanban reject`" if role == REVIEWER_ROLE
+            else "try again with `kanban triage`, or cancel it")
+    because = f": {why}" if why else ""
+    transitions.add_comment(conn, subject, f"{role} card #{card_id} {status} without a "
+                            f"decision{because}"[:v.MAX_COMMENT - 200] + f"; {todo}",
+                            author="system", now=now)
 
 
 def in_review(conn: Conn, card_id: int) -> bool:

@@ -79,7 +79,7 @@ ALLOWED: dict[Action, frozenset[CardStatus]] = {
     Action.PASS: frozenset({S.REVIEW}),
     Action.CHANGES: frozenset({S.REVIEW}),
     Action.DECOMPOSE: frozenset({S.TRIAGE}),
-    Action.TRIAGE: frozenset({S.READY, S.TODO}),
+    Action.TRIAGE: frozenset({S.READY, S.TODO, S.TRIAGE}),  # again: its decomposer failed
 }
 
 _REASONS = {
@@ -92,7 +92,7 @@ _REASONS = {
     Action.PASS: "only cards in review can be approved",
     Action.CHANGES: "only cards in review can be sent back",
     Action.DECOMPOSE: "only cards in triage can be decomposed",
-    Action.TRIAGE: "only ready or todo cards that nobody has started can be triaged",
+    Action.TRIAGE: "only cards nobody has started (ready, todo, triage) can be triaged",
 }
 
 

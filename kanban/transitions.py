@@ -158,6 +158,7 @@ def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
     move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
           outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    _helper_ended(conn, card_id, CardStatus.CANCELLED, reason, now)
     return get_card(conn, card_id)
 
 
@@ -200,6 +201,7 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
     error = error[:v.MAX_COMMENT]
     move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
+    _helper_ended(conn, card_id, CardStatus.FAILED, error, now)
     return get_card(conn, card_id)
 
 
@@ -215,6 +217,7 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
         move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
+        _helper_ended(conn, card_id, CardStatus.FAILED, msg, now)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
@@ -262,6 +265,13 @@ def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: dateti
     record_event(conn, board=target[0], card_id=card_id, kind="commented", actor=author, at=now,
                  comment_id=comment_id)
     return int(comment_id)
+
+
+def _helper_ended(conn: Conn, card_id: int, status: str, why: str | None,
+                  now: datetime) -> None:
+    from kanban.review import helper_ended  # review gates and triage build on this module
+
+    helper_ended(conn, card_id, status, why, now=now)
 
 
 def _status_after_deps(conn: Conn, card_id: int) -> CardStatus:

@@ -58,7 +58,7 @@ def _card(card: CardRecord) -> tuple[dict[str, Any], int, str]:
 def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, str]:
     board = text_field(data, "board") or web.board
     profile = text_field(data, "profile") or "default"
-    load_config(web.home / "config.toml").profile(profile)  # as `kanban add`: known profiles
+    chosen = load_config(web.home / "config.toml").profile(profile)  # as `kanban add`
     timeout = text_field(data, "timeout")
     card = web.kanban.add_card(NewCard(
         title=text_field(data, "title") or "", goal=text_field(data, "goal") or "",
@@ -69,7 +69,8 @@ def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, s
         depends_on=tuple(int_field(d, "depends_on", low=1) for d in many(data.get("depends_on"))),
         max_attempts=int_field(data.get("max_attempts") or 3, "max_attempts",
                                low=MAX_ATTEMPTS_RANGE[0], high=MAX_ATTEMPTS_RANGE[1]),
-        timeout_s=_seconds(timeout) if timeout else None))
+        timeout_s=_seconds(timeout) if timeout else None,
+        review=text_field(data, "review") or chosen.review))  # a review gate, as `add`'s
     return card.to_json(), 201, f"/?board={board}"
 
 

@@ -10,7 +10,15 @@ from kanban.review import Gate, Verdict, gate_spec
 from kanban.service import Kanban
 from kanban.state.store import Database
 from kanban.states import CardStatus as S
-from tests.support.db import STORES, card_row, claim_one, events_of, status_events, worker
+from tests.support.db import (
+    STORES,
+    card_row,
+    claim_one,
+    events_of,
+    fail,
+    status_events,
+    worker,
+)
 
 BOTH = pytest.mark.parametrize("store", STORES, indirect=True)
 
@@ -119,3 +127,17 @@ def test_a_worker_that_forgets_its_card_is_gated_still_goes_to_review(kb: Kanban
     card = kb.add_card(NewCard("gated", review="human"))
     claim = claim_one(kb, card.id)
     assert kb.complete(card.id, "done?", actor=worker(claim)).status == S.REVIEW
+
+
+@BOTH
+def test_a_reviewer_that_fails_leaves_word_on_the_card_it_reviews(kb: Kanban) -> None:
+    card = kb.add_card(NewCard("gated", review="reviewer:default"))
+    submit(kb, card.id)
+    (reviewer,) = [c for c in kb.list_cards() if c.role == "reviewer"]
+    claim_one(kb, reviewer.id)
+    fail(kb, reviewer.id, error="401 unauthorised")
+    (note,) = kb.detail(card.id).comments
+    assert note.body == (f"reviewer card #{reviewer.id} failed without a decision: 401 "
+                         "unauthorised; decide with `kanban approve` or `kanban reject`")
+    assert kb.card(card.id).status == S.REVIEW
+    assert kb.approve(card.id).status == S.DONE

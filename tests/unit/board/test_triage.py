@@ -93,3 +93,18 @@ def test_only_unstarted_cards_are_triaged_and_never_with_a_verify_gate(kb: Kanba
     kb.complete(done.id, "ok")
     with pytest.raises(InvalidTransition, match="cannot triage"):
         kb.triage(done.id, decomposer="default", catalog="")
+
+
+@BOTH
+def test_a_cancelled_decomposer_leaves_word_and_the_card_can_be_triaged_again(
+        kb: Kanban) -> None:
+    idea = kb.triage_new(NewCard("launch"), decomposer="bash", catalog="").card
+    (first,) = [c for c in kb.list_cards() if c.role == "decomposer"]
+    kb.cancel(first.id, reason="wrong profile")
+    (note,) = kb.detail(idea.id).comments
+    assert note.body.startswith(f"decomposer card #{first.id} cancelled without a decision: "
+                                "wrong profile; try again with `kanban triage`")
+    again = kb.triage(idea.id, decomposer="default", catalog="")
+    assert again.status == S.TRIAGE
+    assert [c.profile for c in kb.list_cards() if c.role == "decomposer"] == ["bash",
+                                                                              "default"]
