@@ -24,7 +24,6 @@ from kanban.agent.loop import AgentResult
 from kanban.attachments import Attachments
 from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.records import CardRecord
-from kanban.review import VERIFY, Gate, Verdict
 from kanban.service import Kanban
 from kanban.state import open_database
 from kanban.state.config import Config, worker_config
@@ -35,8 +34,8 @@ from kanban.state.store import Database
 from kanban.states import Outcome
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
-from kanban.tools.workbench import Workbench
-from kanban.triage import TRIAGED_ROLE, rollup, triaged_children
+from kanban.triage import TRIAGED_ROLE
+from kanban.worker import gates
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
@@ -162,7 +161,8 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
         if card.command is not None:  # a script card: a command, no model
             return _run_script_card(scope, card, wenv, env, setting.runner)
         if card.role == TRIAGED_ROLE:  # its children finished: their results are its own
-            return _roll_up(scope, card)
+            gates.roll_up(scope, card)
+            return EXIT_OK
         return _run_agent_card(scope, card, wenv, config, env, setting)
     finally:
         if watchdog is not None:
@@ -213,19 +213,6 @@ def _run_script_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv,
         heartbeat.stop()
 
 
-def _roll_up(scope: WorkerScope, card: CardRecord) -> int:
-    """A triaged card completes with its children's results (its gate still applies)."""
-
-    def children() -> list[CardRecord]:
-        with scope.kb.db.read() as conn:
-            return triaged_children(conn, card.id)
-
-    summary = rollup(_retrying(scope, children))
-    _retrying(scope, lambda: scope.kb.complete(card.id, summary, actor=scope.actor,
-                                               gated=card.review is not None))
-    return EXIT_OK
-
-
 def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Config,
                     env: Mapping[str, str], setting: Setting) -> int:
     """Watch thread, workspace, runtime, tools, agent, outcome."""
@@ -260,7 +247,7 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                                 env=env, runner=setting.runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
-        _gate(scope, card, bench)
+        gates.arm(scope, card, bench)
         try:
             toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench)
         except ConfigError as exc:  # a plug-in that does not load
@@ -287,16 +274,6 @@ def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str
     """The plan, with attachments and skill files copied into the workspace."""
     attachments = Attachments(kb.db, home, clock=kb.clock)
     return prepare_run(attachments, card, config, env, home=home, workspace=workspace)
-
-
-def _gate(scope: WorkerScope, card: CardRecord, bench: Workbench) -> None:
-    """A gated card completes into review; a verify gate's command runs before that."""
-    gate = Gate.of(card)
-    scope.gated = gate is not None
-    if gate is not None and gate.kind == VERIFY:
-        from kanban.tools.verify import verify
-
-        scope.verify = lambda: verify(gate.arg, bench)
 
 
 def _worktree_note(workspace: Workspace, card_id: int, title: str) -> Callable[[str], str]:
@@ -331,7 +308,7 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
     if result.stop_reason == StopReason.COMPLETED:
         summary = (result.text or "").strip() or "(the agent ended without a summary)"
         summary = scope.on_complete(summary)
-        verdict = _verdict(scope)
+        verdict = gates.verdict(scope)
         _retrying(scope, lambda: scope.kb.complete(scope.card_id, summary, actor=scope.actor,
                                                    implicit=True, gated=scope.gated,
                                                    verdict=verdict))
@@ -346,18 +323,6 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
     note = f"; last summary: {result.text.strip()[:2000]}" if result.text else ""
     return _fail(scope, f"{_limit_text(result, limits)} before the card was finished{note}",
                  code=EXIT_OK)
-
-
-def _verdict(scope: WorkerScope) -> Verdict | None:
-    """A verify gate's verdict, the lease renewed while its command runs."""
-    if scope.verify is None:
-        return None
-    heartbeat = HeartbeatThread(scope)
-    heartbeat.start()
-    try:
-        return scope.verify()
-    finally:
-        heartbeat.stop()
 
 
 def _limit_text(result: AgentResult, limits: Limits) -> str:
