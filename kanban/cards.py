@@ -61,7 +61,7 @@ class NewCard:
     workspace: str | None = None  # stored form (see kanban.workspaces.normalise_spec)
     review: str | None = None  # a review gate (kanban.review.Gate): verify:CMD, reviewer:P, human
     max_reviews: int = 3
-    role: str | None = None  # reviewer, decomposer or triaged (set by kanban.review/triage)
+    role: str = "leaf"  # reviewer, decomposer or triaged (set by kanban.review/triage)
     subject_id: int | None = None
     triage: bool = False  # a rough idea: the card waits in triage for a decomposer
 

@@ -66,7 +66,7 @@ class CardRecord(_Record):
     max_reviews: int = 3
     reviews: int = 0  # gate rounds that asked for changes so far
     feedback: str | None = None  # the last gate's feedback, for the next attempt
-    role: str | None = None  # reviewer, decomposer or triaged; None: an ordinary card
+    role: str = "leaf"  # reviewer, decomposer or triaged (issue 16: orchestrator); else leaf
     subject_id: int | None = None  # a reviewer's or decomposer's card
 
     @property

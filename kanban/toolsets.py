@@ -30,10 +30,10 @@ REVIEW, ORCHESTRATOR, TRIAGE = "review", "orchestrator", "triage"
 BY_ROLE = (REVIEW, ORCHESTRATOR, TRIAGE)
 
 
-def for_role(card_role: str | None, profile_role: str) -> list[str]:
+def for_role(card_role: str, profile_role: str) -> list[str]:
     """The board toolsets a card's role grants: a reviewer card's verdict tools, a
     decomposer card's `kanban_decompose`, an orchestrator profile's list and unblock."""
-    granted = {"reviewer": [REVIEW], "decomposer": [TRIAGE]}.get(card_role or "", [])
+    granted = {"reviewer": [REVIEW], "decomposer": [TRIAGE]}.get(card_role, [])
     return granted + ([ORCHESTRATOR] if profile_role == "orchestrator" else [])
 
 

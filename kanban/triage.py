@@ -207,6 +207,6 @@ def triaged_children(conn: Conn, card_id: int) -> list[CardRecord]:
     """The cards a triaged card was split into (its decomposer card left out)."""
     from kanban.cards import CARD_SELECT, card_from_row
 
-    rows = conn.all(f"{CARD_SELECT} WHERE parent_id = :id AND (role IS NULL OR role != "
-                    f"'{DECOMPOSER_ROLE}') ORDER BY id", {"id": card_id})
+    rows = conn.all(f"{CARD_SELECT} WHERE parent_id = :id AND role != '{DECOMPOSER_ROLE}' "
+                    "ORDER BY id", {"id": card_id})
     return [card_from_row(row) for row in rows]

@@ -126,7 +126,7 @@ class Card(SQLModel, table=True):
     max_reviews: int = 3
     reviews: int = 0  # gate rounds that asked for changes
     feedback: str | None = None  # the last gate's feedback, shown to the next attempt
-    role: str | None = Field(default=None, max_length=16)  # reviewer, decomposer, triaged
+    role: str = Field(default="leaf", max_length=16)  # reviewer, decomposer, triaged
     subject_id: int | None = Field(default=None, index=True)  # the card it reviews/triages
 
 

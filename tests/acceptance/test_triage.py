@@ -51,8 +51,8 @@ def test_a_triaged_idea_becomes_a_graph_and_ends_with_its_results(board: BoardFi
                               "WHERE parent_id = ? ORDER BY id", idea)
     (decomposer, facts, post) = cards
     assert decomposer[2:] == ("planner", "decomposer", "done")
-    assert facts[1:] == ("gather the facts", "researcher", None, "done")
-    assert post[1:] == ("write the announcement", "writer", None, "done")
+    assert facts[1:] == ("gather the facts", "researcher", "leaf", "done")
+    assert post[1:] == ("write the announcement", "writer", "leaf", "done")
     assert query(board.path, "SELECT depends_on_id FROM dependency WHERE card_id = ?",
                  post[0]) == [(facts[0],)]
     assert sorted(query(board.path, "SELECT depends_on_id FROM dependency WHERE card_id = ?",
