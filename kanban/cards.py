@@ -25,13 +25,16 @@ from kanban.state.store import Conn
 from kanban.states import CardStatus
 from kanban.workspaces import PARENT, parse_spec
 
+ROLES = ("leaf", "orchestrator", "reviewer", "decomposer", "triaged")
+
 CARD_COLUMNS = (
     "id", "board", "title", "goal", "context", "status", "priority", "profile", "model",
     "toolsets", "parent_id", "depth", "created_by", "attempt", "max_attempts", "retry_base",
     "timeout_s", "run_after", "claim_token", "lease_expires_at", "result", "error",
     "input_tokens", "output_tokens", "cached_tokens", "created_at", "updated_at", "started_at",
     "finished_at", "archived_at", "command", "cost", "key", "skills", "workspace",
-    "review", "max_reviews", "reviews", "feedback", "role", "subject_id",
+    "role", "waiting_on", "resume_base", "review", "max_reviews", "reviews", "feedback",
+    "subject_id",
 )
 _CARD_SELECT = f"SELECT {', '.join(CARD_COLUMNS)} FROM card"
 CARD_SELECT = _CARD_SELECT  # for read models elsewhere (kanban.queries)
@@ -59,9 +62,10 @@ class NewCard:
     run_at: datetime | None = None  # scheduled: not claimed before this time
     skills: tuple[str, ...] = ()
     workspace: str | None = None  # stored form (see kanban.workspaces.normalise_spec)
+    role: str = "leaf"  # orchestrator: may delegate (see kanban.children); reviewer, decomposer,
+    # triaged: set by kanban.review and kanban.triage
     review: str | None = None  # a review gate (kanban.review.Gate): verify:CMD, reviewer:P, human
     max_reviews: int = 3
-    role: str = "leaf"  # reviewer, decomposer or triaged (set by kanban.review/triage)
     subject_id: int | None = None
     triage: bool = False  # a rough idea: the card waits in triage for a decomposer
 
@@ -82,6 +86,8 @@ class NewCard:
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise ValidationError("a scheduled time must carry a timezone")
         v.skill_names(tuple(self.skills))
+        if self.role not in ROLES:
+            raise ValidationError(f"unknown role {self.role!r} (known: {', '.join(ROLES)})")
         parse_spec(self.workspace)
         if self.review is not None:
             from kanban.review import Gate
@@ -139,12 +145,12 @@ _INSERT_CARD = """
 INSERT INTO card (board, title, goal, context, status, priority, profile, model, toolsets,
                   parent_id, depth, created_by, attempt, max_attempts, retry_base, timeout_s,
                   run_after, created_at, updated_at, input_tokens, output_tokens, cached_tokens,
-                  command, key, skills, workspace, review, max_reviews, reviews, role,
+                  command, key, skills, workspace, role, review, max_reviews, reviews,
                   subject_id)
 VALUES (:board, :title, :goal, :context, :status, :priority, :profile, :model, :toolsets,
         :parent_id, :depth, :created_by, 0, :max_attempts, 0, :timeout_s,
-        :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace, :review,
-        :max_reviews, 0, :role, :subject_id)
+        :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace, :role, :review,
+        :max_reviews, 0, :subject_id)
 """
 # A concurrent add with the same key (PostgreSQL; SQLite writers take turns) inserts
 # nothing: the index below holds one unfinished card per board and key.
@@ -193,8 +199,8 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         "max_attempts": new.max_attempts, "timeout_s": new.timeout_s, "now": now,
         "run_after": run_after, "key": new.key, "skills": ",".join(new.skills) or None,
         "command": new.command,
-        "workspace": new.workspace, "review": new.review, "max_reviews": new.max_reviews,
-        "role": new.role, "subject_id": new.subject_id,
+        "workspace": new.workspace, "role": new.role, "review": new.review,
+        "max_reviews": new.max_reviews, "subject_id": new.subject_id,
     }
     sql = _INSERT_CARD + (_ON_KEY_CONFLICT if new.key is not None else "") + "RETURNING id"
     row = conn.one(sql, params)

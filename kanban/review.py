@@ -16,7 +16,7 @@ from datetime import datetime
 from kanban import transitions
 from kanban import validation as v
 from kanban.cards import NewCard, add_card, get_card
-from kanban.dependencies import promote_dependents
+from kanban.dependencies import block_dependents, promote_dependents, release_dependents
 from kanban.errors import InvalidTransition, ValidationError
 from kanban.records import CardRecord
 from kanban.state.store import Conn
@@ -124,6 +124,7 @@ def approve(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
                      values={"finished_at": now, "feedback": None}, note=note)
     if note:
         transitions.add_comment(conn, card_id, f"approved: {note}", author=actor.name, now=now)
+    release_dependents(conn, card_id, now, actor=actor.name)  # as a completion does
     promote_dependents(conn, card_id, now, actor=actor.name)
     return get_card(conn, card_id)
 
@@ -145,11 +146,16 @@ def request_changes(conn: Conn, card_id: int, feedback: str, *, now: datetime,
         transitions.move(conn, card_id, Action.CHANGES, to, actor=Actor(actor.name), now=now,
                          board=board, kind="review_rejected", values=values, feedback=feedback,
                          reviews=rounds)
+        if not human:  # as any failure: its dependents are blocked, naming it
+            block_dependents(conn, card_id, f"failed its review: {feedback}", now,
+                             actor=actor.name)
     else:
-        # Each round gets the card's whole attempt budget again (crashes are counted apart).
+        # Each round gets the card's whole attempt budget again (crashes are counted apart),
+        # and a fresh conversation that opens with the feedback (its files stay).
         transitions.move(conn, card_id, Action.CHANGES, CardStatus.READY, actor=Actor(actor.name),
                          now=now, board=board, kind="changes_requested",
-                         values={**base, "run_after": now, "retry_base": card.attempt},
+                         values={**base, "run_after": now, "retry_base": card.attempt,
+                                 "resume_base": card.attempt},
                          feedback=feedback, reviews=rounds)
     transitions.add_comment(conn, card_id, f"changes requested: {feedback}", author=actor.name,
                             now=now)

@@ -57,14 +57,16 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
         summary = f"{summary}\n\n{args['result']}"
     summary = scope.on_complete(summary)
     verdict = scope.verify() if scope.verify is not None else None
-    with finishing(scope), scope.fenced() as conn:
-        card = transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
-                                    actor=scope.actor, verdict=verdict)
+    with finishing(scope), scope.fenced(proven=True) as conn:
+        transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
+                             actor=scope.actor, gated=scope.gated, verdict=verdict)
+        status = (conn.scalar("SELECT status FROM card WHERE id = :id", {"id": scope.card_id})
+                  if scope.gated is not False else "done")
     scope.finished = "completed"
     if verdict is not None and not verdict.passed:
         return ToolResult(f"card #{scope.card_id} did not pass its review gate and is now "
-                          f"{card.status}:\n{verdict.feedback}", ends_run=True)
-    return ToolResult(f"card #{scope.card_id} is {card.status}", ends_run=True)
+                          f"{status}:\n{verdict.feedback}", ends_run=True)
+    return ToolResult(f"card #{scope.card_id} is {status}", ends_run=True)
 
 
 @contextmanager

@@ -36,7 +36,8 @@ def kanban_approve(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
         now = scope.kb.clock()
         review.approve(conn, subject, now=now, actor=Actor(scope.actor.name), note=note or None)
         transitions.complete(conn, scope.card_id, f"approved #{subject}" +
-                             (f": {note}" if note else ""), now=now, actor=scope.actor)
+                             (f": {note}" if note else ""), now=now, actor=scope.actor,
+                             gated=False)  # a reviewer card has no gate of its own
     scope.finished = "completed"
     return ToolResult(f"#{subject} passed its review; your card #{scope.card_id} is done",
                       ends_run=True)
@@ -50,7 +51,7 @@ def kanban_request_changes(args: dict[str, Any], scope: WorkerScope) -> ToolResu
         after = review.request_changes(conn, subject, feedback, now=now,
                                        actor=Actor(scope.actor.name))
         transitions.complete(conn, scope.card_id, f"requested changes on #{subject}: "
-                             f"{feedback}", now=now, actor=scope.actor)
+                             f"{feedback}", now=now, actor=scope.actor, gated=False)
     scope.finished = "completed"
     return ToolResult(f"#{subject} was sent back ({after.status}) with your feedback; your card "
                       f"#{scope.card_id} is done", ends_run=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 from kanban.errors import LeaseLost
 from kanban.service import Kanban
 from kanban.state.errors import TransientDatabaseError
-from kanban.state.retry import Backoff, retry_transient
+from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
 from kanban.state.store import Conn
 from kanban.transitions import Actor, assert_lease
 
@@ -50,7 +50,7 @@ class WorkerScope:
     lease_until: datetime | None = None  # as last renewed (by the store's clock)
     # A review gate (issue 19): completing a gated card sends it to review; a verify gate's
     # command runs first, under the lease, and its verdict goes with the completion.
-    gated: bool = False
+    gated: bool | None = None  # None: not known here (a completion looks it up)
     verify: Callable[[], Verdict] | None = None
 
     @property
@@ -65,12 +65,15 @@ class WorkerScope:
                             "this worker must stop")
 
     @contextmanager
-    def fenced(self) -> Iterator[Conn]:
-        """A write transaction that first proves this worker still holds its lease."""
+    def fenced(self, *, proven: bool = False) -> Iterator[Conn]:
+        """A write transaction that first proves this worker still holds its lease;
+        `proven`: the change is itself fenced by the claim token (a transition with
+        `self.actor`), so no read first."""
         try:
             self.check_lease()
             with self.kb.db.write() as conn:
-                assert_lease(conn, self.card_id, self.claim_token)
+                if not proven:
+                    assert_lease(conn, self.card_id, self.claim_token)
                 yield conn
         except LeaseLost as exc:
             self.on_lease_lost(exc.message)
@@ -78,7 +81,8 @@ class WorkerScope:
 
     def write(self, change: Callable[[Conn], T], *, fenced: bool = True) -> T:
         """`change` in a (fenced) write transaction, tried again while the database is away;
-        the tries end with the lease (LeaseLost: the worker stops)."""
+        the tries end with the lease (LeaseLost: the worker stops), or after a few seconds
+        of a fault of the host (read-only, full, I/O), which the worker reports as such."""
 
         def once() -> T:
             if fenced:
@@ -87,4 +91,5 @@ class WorkerScope:
             with self.kb.db.write() as conn:
                 return change(conn)
 
-        return retry_transient(once, backoff=WRITE_RETRY, on_retry=_say_retry)
+        return retry_transient(once, backoff=WRITE_RETRY,
+                               on_retry=HostFaultPatience(then=_say_retry))

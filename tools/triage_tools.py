@@ -49,7 +49,8 @@ class BoardDecomposer:
             made = triage.decompose(conn, own.subject_id, graph, now=now, actor=scope.actor)
             listed = ", ".join(f"#{c.id} {c.title}" for c in made)
             transitions.complete(conn, scope.card_id, f"split #{own.subject_id} into "
-                                 f"{len(made)} cards: {listed}", now=now, actor=scope.actor)
+                                 f"{len(made)} cards: {listed}", now=now, actor=scope.actor,
+                                 gated=False)  # a decomposer card has no gate of its own
         scope.finished = "completed"
         return ToolResult(json.dumps({"created": [{"id": c.id, "title": c.title,
                                                    "status": c.status} for c in made]}),

@@ -42,6 +42,7 @@ def roll_up(scope: WorkerScope, card: CardRecord) -> None:
 
     def finish(conn: Conn) -> None:
         summary = rollup(triaged_children(conn, card.id))
-        transitions.complete(conn, card.id, summary, now=scope.kb.clock(), actor=scope.actor)
+        transitions.complete(conn, card.id, summary, now=scope.kb.clock(), actor=scope.actor,
+                             gated=card.review is not None)
 
     scope.write(finish)

@@ -1,9 +1,8 @@
 -- Frozen once landed: migration 9 (issue 19: review gates and triage). Never edit.
 -- review: the card's gate (verify:CMD, reviewer:PROFILE or human); reviews: gate rounds that
 -- asked for changes; feedback: what the last one said, for the next attempt; role: reviewer,
--- decomposer or triaged (else leaf); subject_id: the card a reviewer or decomposer card acts
--- on. `role` is the same column, defined the same way, as issue 16's migration 8 adds (leaf,
--- orchestrator): when both land, this statement goes.
+-- decomposer or triaged (in the `role` column of migration 8, beside leaf and orchestrator);
+-- subject_id: the card a reviewer or decomposer card acts on.
 
 ALTER TABLE card ADD COLUMN review VARCHAR;
 
@@ -12,8 +11,6 @@ ALTER TABLE card ADD COLUMN max_reviews INTEGER NOT NULL DEFAULT 3;
 ALTER TABLE card ADD COLUMN reviews INTEGER NOT NULL DEFAULT 0;
 
 ALTER TABLE card ADD COLUMN feedback VARCHAR;
-
-ALTER TABLE card ADD COLUMN role VARCHAR(16) NOT NULL DEFAULT 'leaf';
 
 ALTER TABLE card ADD COLUMN subject_id INTEGER;
 
