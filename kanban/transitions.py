@@ -85,9 +85,11 @@ def move(
     outcome: Outcome | None = None,
     kind: str | None = None,
     values: dict[str, Any] | None = None,
+    guard: str | None = None,
     **data: Any,
 ) -> str:
-    """Check, update (fenced for workers), close the run, write the event; returns the board."""
+    """Check, update (fenced for workers), close the run, write the event; returns the board.
+    `guard`: one more condition of the update (unmet: LeaseLost, as a lost lease is)."""
     params: dict[str, Any] = {"card_id": card_id}
     if actor.claim_token is not None:
         frm, where = CardStatus.RUNNING.value, _LEASE_HELD
@@ -101,6 +103,8 @@ def move(
         changes.update(claim_token=None, lease_expires_at=None)
     params.update({f"set_{k}": value for k, value in changes.items()})
     sets = ", ".join(f"{k} = :set_{k}" for k in changes)
+    if guard is not None:
+        where = f"{where} AND {guard}"
     row = conn.one(f"UPDATE card SET {sets} WHERE {where} RETURNING board", params)
     if row is None:
         raise _lost(card_id)
@@ -131,20 +135,31 @@ def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
     read it themselves). A worker's gated card goes to review instead (`gated`: whether it
     has a gate, when the caller knows; a person completing a card by hand has decided)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
-    if actor.claim_token is not None and (_gated(conn, card_id) if gated is None else gated):
-        from kanban import review
-
-        review.submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
-        return
-    move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
-          outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
-                                             "finished_at": now}, implicit=implicit)
+    worker = actor.claim_token is not None
+    if worker and gated:
+        return _submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
+    try:  # a worker not known to be ungated: its update holds only for an ungated card
+        move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now,
+             board=board, outcome=Outcome.COMPLETED, values={
+                 "result": summary, "error": None, "finished_at": now},
+             guard="review IS NULL" if worker and gated is None else None, implicit=implicit)
+    except LeaseLost:
+        if not (worker and gated is None and _gated(conn, card_id)):
+            raise
+        return _submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
     release_dependents(conn, card_id, now, actor=actor.name)
     promote_dependents(conn, card_id, now)
 
 
 def _gated(conn: Conn, card_id: int) -> bool:
     return conn.scalar("SELECT review FROM card WHERE id = :id", {"id": card_id}) is not None
+
+
+def _submit(conn: Conn, card_id: int, summary: str, *, now: datetime, actor: Actor,
+            verdict: Verdict | None) -> None:
+    from kanban import review  # review gates build on this module
+
+    review.submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
 
 
 def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
