@@ -3,13 +3,10 @@
 `kanban add --triage` (or `kanban triage ID`) puts the card in `triage` beside a decomposer
 card (role `decomposer`) for the decomposer profile's agent, which proposes a graph of
 cards with `kanban_decompose`. `decompose` creates them as the triaged card's children,
-with their dependencies, and the triaged card (role `triaged`) then waits for them; its
-worker rolls their results up into its own (`rollup`).
-
-Until the durable `waiting` state lands (issue 16), the triaged card waits through the
-dependency mechanism: it moves to `todo` depending on its children, and their completion
-promotes it. Switching to `waiting` changes `decompose`'s target state and the promotion,
-nothing else. Callers hold a write transaction.
+with their dependencies, and the triaged card (role `triaged`) then waits for them in the
+durable `waiting` state (kanban.children.Delegation); when they have all settled it is
+ready again, and its worker rolls their results up into its own (`rollup`), or blocks it
+for a person when not all of them are done. Callers hold a write transaction.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from typing import Any
 from kanban import transitions
 from kanban import validation as v
 from kanban.cards import Added, NewCard, add, get_card
+from kanban.children import Delegation
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
 from kanban.state.config import Config
@@ -182,13 +180,24 @@ def decompose(conn: Conn, card_id: int, graph: Graph, *, now: datetime,
             board=card.board, priority=card.priority, profile=proposed.profile,
             depends_on=[made[d - 1].id for d in proposed.depends_on], parent_id=card.id,
             created_by=f"triage:#{card.id}"), now).card)
-    for child in made:  # new cards: no path back to the triaged card, so no cycle
-        conn.run("INSERT INTO dependency (card_id, depends_on_id) VALUES (:card, :dep)",
-                 {"card": card_id, "dep": child.id})
-    transitions.move(conn, card_id, Action.DECOMPOSE, CardStatus.TODO, actor=Actor(actor.name),
-                     now=now, kind="decomposed", values={"role": TRIAGED_ROLE},
-                     children=[c.id for c in made])
+    children = tuple(c.id for c in made)
+    transitions.move(conn, card_id, Action.DECOMPOSE, CardStatus.WAITING,
+                     actor=Actor(actor.name), now=now, kind="decomposed",
+                     values={"role": TRIAGED_ROLE,
+                             "waiting_on": Delegation(children).to_json()},
+                     children=list(children))
     return made
+
+
+def unfinished(children: Sequence[CardRecord]) -> str | None:
+    """Why a triaged card cannot end with its children's results yet (None: it can)."""
+    left = [c for c in children if c.status != CardStatus.DONE]
+    if not left:
+        return None
+    named = "; ".join(f"#{c.id} {c.title} is {c.status}" + (f" ({c.error})" if c.error else "")
+                      for c in left)
+    return (f"not every card it was split into is done: {named}"[:v.MAX_COMMENT - 200] +
+            ". Finish them (retry, unblock), then unblock this card.")
 
 
 def rollup(children: Sequence[CardRecord]) -> str:

@@ -9,7 +9,7 @@ from kanban.review import VERIFY, Gate, Verdict
 from kanban.state.store import Conn
 from kanban.tools.scope import WorkerScope
 from kanban.tools.workbench import Workbench
-from kanban.triage import rollup, triaged_children
+from kanban.triage import rollup, triaged_children, unfinished
 from kanban.worker.heartbeat import HeartbeatThread
 
 
@@ -37,12 +37,17 @@ def verdict(scope: WorkerScope) -> Verdict | None:
 
 
 def roll_up(scope: WorkerScope, card: CardRecord) -> None:
-    """A triaged card completes with its children's results, in one fenced write (its own
-    gate, if any, still applies)."""
+    """A triaged card completes with its children's results (its own gate, if any, still
+    applies), or is blocked for a person when not all of them are done; one fenced write."""
 
     def finish(conn: Conn) -> None:
-        summary = rollup(triaged_children(conn, card.id))
-        transitions.complete(conn, card.id, summary, now=scope.kb.clock(), actor=scope.actor,
+        children = triaged_children(conn, card.id)
+        why = unfinished(children)
+        now = scope.kb.clock()
+        if why is not None:
+            transitions.block(conn, card.id, why, now=now, actor=scope.actor)
+            return
+        transitions.complete(conn, card.id, rollup(children), now=now, actor=scope.actor,
                              gated=card.review is not None)
 
     scope.write(finish)

@@ -69,15 +69,19 @@ def test_a_triaged_card_waits_for_the_graph_it_was_split_into(kb: Kanban) -> Non
     a, b = made
     assert (a.status, b.status) == (S.READY, S.TODO)
     after = kb.card(idea.id)
-    assert (after.status, after.role) == (S.TODO, "triaged")
+    assert (after.status, after.role) == (S.WAITING, "triaged")
     moves = [e for e in events_of(kb.db, idea.id) if e["kind"] == "decomposed"]
-    assert moves[0]["data"] == {"from": "triage", "to": "todo", "children": [a.id, b.id]}
+    assert moves[0]["data"] == {"from": "triage", "to": "waiting", "children": [a.id, b.id]}
     kb.complete(a.id, "facts")
-    assert kb.card(idea.id).status == S.TODO
+    assert kb.card(idea.id).status == S.WAITING
+    with kb.db.read() as conn:
+        early = triage.unfinished(triage.triaged_children(conn, idea.id))
+    assert early is not None and f"#{b.id} b is ready" in early
     kb.complete(b.id, "post")
     assert kb.card(idea.id).status == S.READY  # its worker rolls the results up
     with kb.db.read() as conn:
         children = triage.triaged_children(conn, idea.id)
+    assert triage.unfinished(children) is None
     assert triage.rollup(children) == (f"Done through 2 cards:\n- #{a.id} a (done): facts\n"
                                        f"- #{b.id} b (done): post")
 
@@ -108,3 +112,18 @@ def test_a_cancelled_decomposer_leaves_word_and_the_card_can_be_triaged_again(
     assert again.status == S.TRIAGE
     assert [c.profile for c in kb.list_cards() if c.role == "decomposer"] == ["bash",
                                                                               "default"]
+
+
+@BOTH
+def test_a_failed_child_leaves_the_roll_up_to_a_person(kb: Kanban) -> None:
+    idea = kb.triage_new(NewCard("launch"), decomposer="bash", catalog="").card
+    with kb.db.write() as conn:
+        (child,) = triage.decompose(conn, idea.id, graph({"title": "a"}), now=kb.clock(),
+                                    actor=Actor("card:#2"))
+    kb.cancel(child.id, reason="not needed after all")
+    assert kb.card(idea.id).status == S.READY  # settled: its worker says what is left
+    with kb.db.read() as conn:
+        why = triage.unfinished(triage.triaged_children(conn, idea.id))
+    assert why == (f"not every card it was split into is done: #{child.id} a is cancelled "
+                   "(not needed after all). Finish them (retry, unblock), then unblock this "
+                   "card.")
