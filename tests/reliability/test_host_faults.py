@@ -96,6 +96,10 @@ def test_an_immutable_database_for_five_seconds_spends_no_attempt(tmp_path: Path
         subprocess.run(["chattr", "+i", str(path)], check=True)
         try:
             yield
+            # By now the breaker is open, and a reader sees it (reads need no write).
+            wait_until(lambda: "circuit breaker open since" in kanban(path, "status").stdout,
+                       timeout=30, what="the open breaker in kanban status")
+            assert "circuit breaker open: not claiming" in kanban(path, "board").stdout
         finally:
             subprocess.run(["chattr", "-i", str(path)], check=True)
 
