@@ -325,6 +325,10 @@ class Dispatcher:
         if promoted:
             event(f"promoted {', '.join(f'#{i}' for i in promoted)} to ready (dependencies "
                   "done)", kind="promoted", cards=promoted)
+        resumed = self.kb.resume_settled()
+        if resumed:
+            event(f"resumed {', '.join(f'#{i}' for i in resumed)} (their children finished)",
+                  kind="resumed", cards=resumed)
         for fired in fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board):
             event(f"cron job {fired.job} {fired.outcome}"
                   + (f": #{fired.card_id} on {fired.board}" if fired.card_id else ""),

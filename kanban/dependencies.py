@@ -107,12 +107,21 @@ def unfinished_dependencies(conn: Conn, ids: Sequence[int]) -> list[int]:
                               {f"i{n}": card_id for n, card_id in enumerate(ids)}))
 
 
+_ALL_DONE = ("NOT EXISTS (SELECT 1 FROM dependency d JOIN card b ON b.id = d.depends_on_id "
+             "WHERE d.card_id = card.id AND b.status != 'done')")
+SWEEP_BATCH = 500  # cards promoted per write transaction by the safety sweep
+
+
+def promotable(conn: Conn) -> list[int]:
+    """Todo cards whose dependencies are all done (a read: the index on status serves it)."""
+    return conn.column(f"SELECT id FROM card WHERE status = 'todo' AND {_ALL_DONE} ORDER BY id")
+
+
 def promote_ready(conn: Conn, now: datetime, *, candidates: Iterable[int] | None = None,
                   actor: str = "system") -> list[int]:
     """Move todo cards whose dependencies are all done to ready; returns their ids."""
     sql = ("UPDATE card SET status = 'ready', updated_at = :now, run_after = :now "
-           "WHERE status = 'todo' AND NOT EXISTS (SELECT 1 FROM dependency d JOIN card b "
-           "ON b.id = d.depends_on_id WHERE d.card_id = card.id AND b.status != 'done')")
+           f"WHERE status = 'todo' AND {_ALL_DONE}")
     params: dict[str, object] = {"now": now}
     if candidates is not None:
         ids = list(candidates)

@@ -61,6 +61,14 @@ def create_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(fd)
+    # Before the first page is written: freed pages can go back to the file system in
+    # small steps (`kanban gc`), instead of only a whole-file VACUUM.
+    raw = sqlite3.connect(path, isolation_level=None)
+    try:
+        raw.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        raw.execute("PRAGMA journal_mode = WAL")
+    finally:
+        raw.close()
 
 
 class SQLiteDatabase(Database):

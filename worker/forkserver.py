@@ -34,14 +34,20 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
     Only the SDKs of `providers` are imported; a worker needing another imports it itself.
     No connection stays open: none may cross a fork.
     """
+    import tomllib  # noqa: F401  (every worker reads its config: the last import after a fork)
+
     import kanban.agent.scripts  # noqa: F401
     import kanban.tools.catalog  # noqa: F401
     import kanban.worker.main  # noqa: F401
-    from kanban import agent
+    from kanban import agent, toolsets
+    from kanban.agent.user_hooks import hook_points
     from kanban.state import open_database
     from kanban.state.paths import DbLocation
 
     agent.preload(providers)
+    # The installed plug-ins, scanned once here rather than in every worker (~30 ms each).
+    hook_points()
+    toolsets.plugins()
     if db_target is None:
         return None
     db = open_database(DbLocation(db_target, "env"))

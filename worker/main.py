@@ -23,7 +23,10 @@ from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.limits import Limits, StopReason
 from kanban.agent.loop import AgentResult
+from kanban.agent.scripted import resume_scripts
+from kanban.agent.types import Message
 from kanban.attachments import Attachments
+from kanban.children import tree_budget_spent
 from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.records import CardRecord
 from kanban.service import Kanban
@@ -39,10 +42,11 @@ from kanban.tools.scope import WorkerScope
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
-from kanban.worker.hooks import WorkerHooks
 from kanban.worker.materials import place_materials
+from kanban.worker.orchestrator import opening, orchestrator_scope, wait
 from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
+from kanban.worker.resume import stored_conversation
 from kanban.worker.runtime import build_runtime, key_values
 from kanban.worker.script import run_script
 from kanban.worker.watchdog import Watchdog
@@ -261,25 +265,52 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                                 env=env, runner=setting.runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
+        lead = orchestrator_scope(scope, card, plan, config, setting.home)
         try:
-            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench)
+            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench,
+                                    orchestrator=lead)
         except ConfigError as exc:  # a plug-in that does not load
             heartbeat.stop()
             return _fail(scope, redact(exc.message, secrets))
         except KanbanError as exc:  # an MCP server that does not start: try again later
             heartbeat.stop()
             return _requeue(scope, redact(exc.message, secrets))
+        spent = _retrying(scope, lambda: _tree_spent(scope.kb, card, config))
+        if spent:  # a child may not start once its tree's budget is gone
+            heartbeat.stop()
+            return _fail(scope, f"not started: {spent}", code=EXIT_OK)
+        restored = _retrying(scope, lambda: _stored(scope.kb, card, wenv.run_id))
         print(f"card #{card.id} attempt {card.attempt}: model {runtime.model.name}, toolsets "
-              f"{','.join(plan.toolsets)}, workspace {workspace.path}", flush=True)
-        result = runtime.run(system=plan.system, prompt=list(plan.opening), toolbox=toolbox,
-                             hooks=WorkerHooks(scope, activity, secrets=secrets))
+              f"{','.join(plan.toolsets)}{', delegate' if lead else ''}, workspace "
+              f"{workspace.path}"
+              + (f"; resuming {len(restored)} stored messages" if restored else ""), flush=True)
+        if restored:  # an offline script goes on where the stored answers leave it
+            resume_scripts(runtime.model, sum(m.role == "assistant" for m in restored))
+        start = opening(scope, card, plan, lead, restored, activity, secrets)
+        result = runtime.run(system=start.system, prompt=start.prompt, toolbox=toolbox,
+                             hooks=start.hooks)
     finally:
         heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
         if bench is not None and bench.mcp is not None:
             bench.mcp.close()
     if result.error:  # providers may echo a key back in an error message
         result = replace(result, error=redact(result.error, secrets))
+    if lead is not None and lead.delegation is not None and not scope.finished:
+        wait(scope, lead.delegation, result)
+        return EXIT_OK
     return settle(scope, result, runtime.limits)
+
+
+def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
+    if card.parent_id is None:
+        return None  # a root's own budget is its profile's (token_budget, max_cost)
+    with kb.db.read() as conn:
+        return tree_budget_spent(conn, card.id, config)
+
+
+def _stored(kb: Kanban, card: CardRecord, run_id: int) -> list[Message] | None:
+    with kb.db.read() as conn:
+        return stored_conversation(conn, card, run_id)
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,

@@ -43,6 +43,8 @@ COMMANDS: dict[str, Entry] = {
     "retry": Entry("kanban.cli.moves:retry",
                    "Queue a done, failed or cancelled card again with fresh attempts."),
     "archive": Entry("kanban.cli.moves:archive", "Hide a finished card from the board and lists."),
+    "gc": Entry("kanban.cli.gc:gc", "Archive finished cards past an age; prune their "
+                                    "transcripts, events, logs, workspaces."),
     "workspace": Entry("kanban.cli.work:workspace",
                        "Print the directory a card's worker works in (its workspace), and nothing "
                        "else."),

@@ -18,6 +18,7 @@ from kanban.state.timeutil import utcnow
 
 if TYPE_CHECKING:
     from kanban.approvals import ApprovalRecord
+    from kanban.children import TreeTotals
     from kanban.cli.reads import Status
     from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 STATUS_STYLE = {
     "scheduled": "blue", "todo": "white", "ready": "cyan", "running": "yellow", "blocked": "red",
-    "done": "green", "failed": "bold red", "cancelled": "dim",
+    "waiting": "magenta", "done": "green", "failed": "bold red", "cancelled": "dim",
 }
 STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
 CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
@@ -76,8 +77,8 @@ def heading(label: str) -> str:
 
 
 def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
-              now: datetime | None = None,
-              approvals: Sequence[ApprovalRecord] = ()) -> list[str]:
+              now: datetime | None = None, approvals: Sequence[ApprovalRecord] = (),
+              totals: TreeTotals | None = None) -> list[str]:
     """One card in full; `full` shows long context whole (always so when piped)."""
     now = now or utcnow()
     c = detail.card
@@ -95,6 +96,10 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
     lines += _related("dependents", detail.dependents)
     if tree:
         lines += [heading("children"), f"#{c.id} {c.title}", *_tree(tree, "")]
+        if totals is not None:
+            lines.append(paint(f"tree: {plural(totals.cards, 'card')} · "
+                               f"{plural(totals.turns, 'turn')} · {totals.tokens:,} tokens · "
+                               f"{money(totals.cost)}", "dim"))
     if approvals:
         lines += [heading("approvals"), *(_approval_line(a) for a in approvals)]
     if detail.comments:
@@ -115,6 +120,11 @@ def _facts(c: CardRecord, now: datetime) -> str:
              f"by {c.created_by}", f"created {when(c.created_at)} ({age(c.created_at, now)} ago)"]
     if c.status == "scheduled":
         facts.insert(0, f"scheduled for {when(c.run_after)} ({until(c.run_after, now)})")
+    if c.status == "waiting" and c.waiting_on:
+        waits = json.loads(c.waiting_on).get("children", [])
+        facts.insert(0, "waiting on " + ", ".join(f"#{i}" for i in waits))
+    if c.role != "leaf":
+        facts.append(f"role {c.role}")
     if c.key is not None:
         facts.append(f"key {c.key}")
     if c.skills:
