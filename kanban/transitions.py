@@ -129,7 +129,8 @@ def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
     _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
           outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
                                              "finished_at": now}, implicit=implicit)
-    release_dependents(conn, card_id, now, actor=actor.name)
+    # (Dependents it had blocked were released when it was retried: only a retried card
+    # can be completed again, so the hot path needs no statement for them here.)
     promote_dependents(conn, card_id, now)
 
 
