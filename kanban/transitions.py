@@ -147,7 +147,8 @@ def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
         if not (worker and gated is None and _gated(conn, card_id)):
             raise
         return _submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
-    release_dependents(conn, card_id, now, actor=actor.name)
+    # (Dependents it had blocked were released when it was retried: only a retried card
+    # can be completed again, so the hot path needs no statement for them here.)
     promote_dependents(conn, card_id, now)
 
 
