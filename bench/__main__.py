@@ -19,6 +19,7 @@ from bench import (
     memory,
     postgres,
     recovery,
+    resume,
     scale,
     throughput,
     tools,
@@ -40,6 +41,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "daily": daily.run,
     "tools": tools.run,
     "scale": scale.run,  # a million cards against 10,000
+    "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"

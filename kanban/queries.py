@@ -31,7 +31,8 @@ from kanban.states import TERMINAL, CardStatus
 
 BOARD_ORDER = (
     CardStatus.SCHEDULED, CardStatus.TODO, CardStatus.READY, CardStatus.RUNNING,
-    CardStatus.BLOCKED, CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED,
+    CardStatus.WAITING, CardStatus.BLOCKED, CardStatus.DONE, CardStatus.FAILED,
+    CardStatus.CANCELLED,
 )
 MAX_PAGE = 500
 

@@ -114,7 +114,8 @@ class Kanban:
     # transitions
     def complete(self, card_id: int, summary: str, *, actor: Actor = USER,
                  implicit: bool = False) -> CardRecord:
-        if actor.claim_token is not None and self.db.dialect == "postgresql":
+        if (actor.claim_token is not None and self.db.dialect == "postgresql"
+                and not self._may_be_awaited(card_id)):
             from kanban import pg_statements  # one statement, promotions included
 
             return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
@@ -124,6 +125,18 @@ class Kanban:
             transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
                                  implicit=implicit)
             return cards.get_card(conn, card_id)
+
+    def _may_be_awaited(self, card_id: int) -> bool:
+        """A delegated card (or one a delegation may reuse by key) can end a card's wait:
+        its completion must go through kanban.transitions to resume that card at once."""
+        with self.db.read() as conn:
+            row = conn.one("SELECT parent_id, key FROM card WHERE id = :id", {"id": card_id})
+        return row is None or row[0] is not None or row[1] is not None
+
+    def resume_settled(self) -> list[int]:
+        """Safety net: waiting cards whose children have all finished go back to ready."""
+        with self.db.write() as conn:
+            return transitions.resume_settled(conn, now=self.clock())
 
     def block(self, card_id: int, reason: str, *, actor: Actor = USER) -> CardRecord:
         with self.db.write() as conn:
@@ -141,6 +154,17 @@ class Kanban:
     def retry(self, card_id: int) -> CardRecord:
         with self.db.write() as conn:
             return transitions.retry(conn, card_id, now=self.clock())
+
+    def retry_all(self, board: str, status: str, *,
+                  since: datetime | None = None) -> tuple[list[int], list[str]]:
+        """Requeue every `status` card of a board (finished since `since`) in one go."""
+        from kanban.cards import require_board
+        from kanban.states import CardStatus
+
+        with self.db.write() as conn:
+            require_board(conn, board)
+            return transitions.retry_all(conn, board, CardStatus(status), now=self.clock(),
+                                         since=since)
 
     def archive(self, card_id: int) -> CardRecord:
         with self.db.write() as conn:

@@ -124,6 +124,11 @@ class Card(SQLModel, table=True):
     key: str | None = Field(default=None, max_length=200)  # idempotency key (`add --key`)
     skills: str | None = None  # comma-separated skill names
     workspace: str | None = None  # scratch (NULL), dir:PATH, worktree or parent
+    # Durable delegation (migration 8): leaf or orchestrator; the delegation a waiting card
+    # waits on (JSON); runs of attempts above resume_base continue one conversation.
+    role: str = Field(default="leaf", max_length=16)
+    waiting_on: str | None = None
+    resume_base: int = 0
 
 
 class CardCount(SQLModel, table=True):
@@ -393,7 +398,7 @@ for _table, _columns in _FTS_SOURCES.items():
 
 
 # The column counts follow every insert, delete and change of a card's status, archive time
-# or board (the same statements as migration 12).
+# or board (the same statements as migration 9).
 _COUNT_UP = ("INSERT INTO card_count (board, status, n) VALUES (new.board, new.status, 1) "
              "ON CONFLICT (board, status) DO UPDATE SET n = n + 1;")
 _COUNT_DOWN = "UPDATE card_count SET n = n - 1 WHERE board = old.board AND status = old.status;"

@@ -121,6 +121,18 @@ def test_list_empty(cli: Cli) -> None:
     assert result.stdout == "" and "no cards" in result.stderr
 
 
+def test_show_names_what_a_waiting_card_waits_on(cli: Cli, kanban: Kanban) -> None:
+    from tests.support.db import put_card_in
+
+    card = put_card_in(kanban, "waiting", role="orchestrator")
+    shown = cli.ok("show", str(card.id)).stdout
+    child = card.id + 1
+    assert f"waiting on #{child}" in shown and "role orchestrator" in shown
+    assert "tree: 2 cards · 0 turns · 0 tokens" in shown
+    assert cli.json("show", str(card.id))["card"]["status"] == "waiting"
+    assert f"#{card.id}" in cli.ok("list", "--status", "waiting").stdout
+
+
 def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     from kanban.cards import NewCard
 
@@ -133,8 +145,9 @@ def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     cli.ok("comment", "1", "looks [bold]fine[/]")
     detail = cli.json("show", "1")
     assert set(detail) == {"card", "depends_on", "dependents", "children", "comments", "runs",
-                           "events", "attachments", "approvals"}
+                           "events", "attachments", "approvals", "tree"}
     assert detail["approvals"] == [] and detail["card"]["workspace"] is None
+    assert detail["tree"] == {"cards": 3, "turns": 0, "tokens": 0, "cost": 0.0}
     assert detail["card"]["id"] == 1
     assert detail["depends_on"] == [{"id": 2, "title": "dep", "status": "ready", "result": None}]
     assert [c["id"] for c in detail["children"]] == [4]
@@ -233,8 +246,8 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert status.pop("config") == str(cli.db_path.parent / "config.toml")
     assert (status.pop("database_source"), status.pop("config_exists")) == ("flag", False)
     assert status == {"board": None, "counts": {
-        "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "blocked": 0, "done": 1,
-        "failed": 0,
+        "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "waiting": 0, "blocked": 0,
+        "done": 1, "failed": 0,
         "cancelled": 0}, "total": 2, "paused_globally": True, "paused_boards": ["ops"],
         "dispatchers": [], "workers": 0, "next_fires": []}
     assert cli.json("status", "--board", "ops")["total"] == 0
