@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
@@ -73,6 +73,25 @@ def _current_status(conn: Conn, card_id: int, board: str | None) -> str:
     return str(row[0])
 
 
+class Moved(NamedTuple):
+    """What a transition's UPDATE … RETURNING told: the board, and whether cards that depend
+    on this one wait in todo or are blocked by it (none: no statement for them)."""
+
+    board: str
+    todo_dependents: bool
+    blocked_dependents: bool
+
+
+# Answered by the UPDATE itself (indexes on depends_on_id and on board and status), so a
+# card without such dependents, on a board where nothing waits, costs no further statement.
+# (The CAST: SQLite gives a RETURNING column no affinity, and would scan the index without.)
+_DEPENDENT_IN = ("EXISTS (SELECT 1 FROM dependency d JOIN card x ON x.id = d.card_id "
+                 "WHERE d.depends_on_id = card.id AND x.status = '{}')")
+_MOVED = (f"RETURNING board, {_DEPENDENT_IN.format('todo')}, {_DEPENDENT_IN.format('blocked')}, "
+          "EXISTS (SELECT 1 FROM card w WHERE w.board = CAST(card.board AS TEXT) "
+          "AND w.status = 'waiting')")
+
+
 def move(
     conn: Conn,
     card_id: int,
@@ -87,9 +106,10 @@ def move(
     values: dict[str, Any] | None = None,
     guard: str | None = None,
     **data: Any,
-) -> str:
-    """Check, update (fenced for workers), close the run, write the event; returns the board.
-    `guard`: one more condition of the update (unmet: LeaseLost, as a lost lease is)."""
+) -> Moved:
+    """Check, update (fenced for workers), close the run, write the event; returns the board
+    and what the update saw of the card's dependents. `guard`: one more condition of the
+    update (unmet: LeaseLost, as a lost lease is)."""
     params: dict[str, Any] = {"card_id": card_id}
     if actor.claim_token is not None:
         frm, where = CardStatus.RUNNING.value, _LEASE_HELD
@@ -105,7 +125,7 @@ def move(
     sets = ", ".join(f"{k} = :set_{k}" for k in changes)
     if guard is not None:
         where = f"{where} AND {guard}"
-    row = conn.one(f"UPDATE card SET {sets} WHERE {where} RETURNING board", params)
+    row = conn.one(f"UPDATE card SET {sets} WHERE {where} {_MOVED}", params)
     if row is None:
         raise _lost(card_id)
     run_id = None
@@ -113,10 +133,10 @@ def move(
         run_id = _close_run(conn, card_id, outcome, now, error=data.get("error"))
     record_event(conn, board=row[0], card_id=card_id, run_id=run_id, kind=kind or action,
                  actor=actor.name, at=now, **status_change(frm, to, **data))
-    if to in SETTLED:  # the last child to finish wakes the card waiting on it
+    if to in SETTLED and row[3]:  # the last child to finish wakes the card waiting on it
         for waiter in waiting_on(conn, row[0], card_id):
             resume_if_settled(conn, waiter, now=now, actor=Actor(f"card:#{card_id}"))
-    return str(row[0])
+    return Moved(str(row[0]), bool(row[1]), bool(row[2]))
 
 
 def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
@@ -131,25 +151,28 @@ def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
 def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
              actor: Actor = USER, board: str | None = None, implicit: bool = False,
              gated: bool | None = None, verdict: Verdict | None = None) -> None:
-    """The hot end of every card: four statements, no re-read (callers that show the card
-    read it themselves). A worker's gated card goes to review instead (`gated`: whether it
-    has a gate, when the caller knows; a person completing a card by hand has decided)."""
+    """The hot end of every card: three statements, one more to promote dependents waiting
+    in todo; no re-read (callers that show the card read it themselves). A worker's gated
+    card goes to review instead (`gated`: whether it has a gate, when the caller knows; a
+    person completing a card by hand has decided)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
     worker = actor.claim_token is not None
     if worker and gated:
         return _submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
     try:  # a worker not known to be ungated: its update holds only for an ungated card
-        move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now,
-             board=board, outcome=Outcome.COMPLETED, values={
-                 "result": summary, "error": None, "finished_at": now},
-             guard="review IS NULL" if worker and gated is None else None, implicit=implicit)
+        moved = move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now,
+                     board=board, outcome=Outcome.COMPLETED, values={
+                         "result": summary, "error": None, "finished_at": now},
+                     guard="review IS NULL" if worker and gated is None else None,
+                     implicit=implicit)
     except LeaseLost:
         if not (worker and gated is None and _gated(conn, card_id)):
             raise
         return _submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
-    # (Dependents it had blocked were released when it was retried: only a retried card
-    # can be completed again, so the hot path needs no statement for them here.)
-    promote_dependents(conn, card_id, now)
+    if moved.blocked_dependents:  # (those it frees are promoted there, if ready)
+        release_dependents(conn, card_id, now, actor=actor.name)
+    if moved.todo_dependents:
+        promote_dependents(conn, card_id, now)
 
 
 def _gated(conn: Conn, card_id: int) -> bool:
