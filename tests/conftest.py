@@ -33,6 +33,17 @@ def isolated_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     return home
 
 
+@pytest.fixture(autouse=True)
+def leaves_the_checkout_alone() -> Iterator[None]:
+    """No test writes a database into the directory pytest runs in (the checkout)."""
+    stray = Path.cwd() / "kanban.db"
+    existed = stray.exists()
+    yield
+    if not existed and stray.exists():
+        stray.unlink()
+        pytest.fail(f"this test created {stray}")
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database URL (dropped afterwards); skips when no server answers."""
