@@ -20,6 +20,7 @@ from bench import (
     postgres,
     recovery,
     resume,
+    scale,
     throughput,
     tools,
     web,
@@ -39,6 +40,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "web": web.run,
     "daily": daily.run,
     "tools": tools.run,
+    "scale": scale.run,  # a million cards against 10,000
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }

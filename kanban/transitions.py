@@ -16,7 +16,13 @@ from typing import Any
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
 from kanban.children import SETTLED, Delegation, unsettled, waiting_on
-from kanban.dependencies import demote_dependents, promote_dependents, unfinished_dependencies
+from kanban.dependencies import (
+    block_dependents,
+    demote_dependents,
+    promote_dependents,
+    release_dependents,
+    unfinished_dependencies,
+)
 from kanban.errors import CardNotFound, InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import CardRecord
@@ -116,13 +122,15 @@ def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
 
 
 def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
-             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> CardRecord:
+             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> None:
+    """The hot end of every card: four statements, no re-read (callers that show the card
+    read it themselves)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
     _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
           outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
                                              "finished_at": now}, implicit=implicit)
+    release_dependents(conn, card_id, now, actor=actor.name)
     promote_dependents(conn, card_id, now)
-    return get_card(conn, card_id)
 
 
 def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
@@ -150,6 +158,8 @@ def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
     row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
     _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
           outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    block_dependents(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
+                     actor=actor.name)
     if row is not None and row[0] == CardStatus.WAITING:
         for child in unsettled(conn, Delegation.from_json(row[1]).children):
             cancel(conn, child, now=now, actor=Actor(actor.name),
@@ -177,7 +187,28 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
     })
     if card.status == CardStatus.DONE:
         demote_dependents(conn, card_id, now, actor=actor.name)
+    else:
+        release_dependents(conn, card_id, now, actor=actor.name)
     return get_card(conn, card_id)
+
+
+def retry_all(conn: Conn, board: str, status: CardStatus, *, now: datetime,
+              since: datetime | None = None, actor: Actor = USER) -> tuple[list[int], list[str]]:
+    """Retry every unarchived `status` card of `board` (finished since `since`): the ids
+    requeued, and why any could not be."""
+    check(Action.RETRY, status, 0)
+    sql = ("SELECT id FROM card WHERE board = :board AND status = :status AND "
+           "archived_at IS NULL" + (" AND finished_at >= :since" if since is not None else ""))
+    ids = conn.column(sql + " ORDER BY id", {"board": board, "status": status, "since": since})
+    done, refused = [], []
+    for card_id in ids:
+        try:
+            retry(conn, card_id, now=now, actor=actor)
+        except InvalidTransition as exc:  # its key is held by an unfinished card
+            refused.append(exc.message)
+            continue
+        done.append(card_id)
+    return done, refused
 
 
 def archive(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
@@ -197,6 +228,7 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
     error = error[:v.MAX_COMMENT]
     _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
+    block_dependents(conn, card_id, f"failed: {error}", now, actor=actor.name)
     return get_card(conn, card_id)
 
 
@@ -212,6 +244,7 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
         _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
+        block_dependents(conn, card_id, f"failed: {msg}", now, actor=actor.name)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)

@@ -5,12 +5,14 @@ Exit codes tell the dispatcher what the worker already recorded (see EXIT_*).
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +34,7 @@ from kanban.state import open_database
 from kanban.state.config import Config, worker_config
 from kanban.state.errors import ConfigError, DatabaseError, TransientDatabaseError
 from kanban.state.paths import DbLocation
-from kanban.state.retry import Backoff, retry_transient
+from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
 from kanban.state.store import Database
 from kanban.states import Outcome
 from kanban.tools.runner import PlainRunner, Runner
@@ -55,6 +57,9 @@ RETRY = Backoff(first_s=0.1, cap_s=2.0)
 
 EXIT_OK = 0  # the worker recorded the outcome itself
 EXIT_FATAL = 3  # a fatal error; the card was failed
+# The host's faults, not the card's: no space, read-only file system, I/O, quota.
+HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
+EXIT_INFRA = 74  # the database could not be opened or written: the host's fault, not the card's
 EXIT_LEASE_LOST = 75  # the lease was lost; nothing more was written
 EXIT_BAD_ENV = 78  # the worker was started without its environment
 
@@ -98,10 +103,10 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
     runner = PlainRunner()
     _stop_commands_on_sigterm(runner)
     try:
-        db = db or retry_transient(lambda: open_database(location), patience_s=wenv.lease_s)
+        db = db or retry_transient(lambda: open_database(location),
+                                   patience_s=min(5.0, wenv.lease_s / 2))
     except DatabaseError as exc:
-        print(f"kanban worker: {exc}", file=sys.stderr)
-        return EXIT_LEASE_LOST  # nothing was written; the lease runs out and is rescued
+        return _infrastructure(exc)
     # A write waits a fraction of the lease at a time: the lease is checked between tries.
     db.patience_s = min(db.patience_s, max(0.5, wenv.lease_s / 6))
     try:
@@ -111,8 +116,22 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
         except ConfigError as exc:  # never a quiet fallback to defaults (or the demo model)
             return _fail(_scope(kb, wenv, None), f"config: {exc.message}")
         return run_card(kb, wenv, config, env, runner=runner, home=location.home)
+    except DatabaseError as exc:
+        return _infrastructure(exc)
+    except OSError as exc:
+        if exc.errno not in HOST_ERRNOS:
+            raise
+        return _infrastructure(DatabaseError(f"{exc.strerror} ({exc.filename or 'a file'})"))
     finally:
         db.dispose()
+
+
+def _infrastructure(exc: DatabaseError) -> int:
+    """The host failed the worker (database unwritable, full or corrupt; a full disk): one
+    line for the dispatcher, which hands the card back without spending an attempt."""
+    with suppress(OSError):  # the log may be on the full disk
+        print(f"kanban worker: database: {exc.message}", file=sys.stderr, flush=True)
+    return EXIT_INFRA
 
 
 def _stop_commands_on_sigterm(runner: Runner) -> None:
@@ -184,7 +203,7 @@ def _retrying(scope: WorkerScope, fn: Callable[[], T]) -> T:
         print(f"kanban worker: database unavailable ({exc}); retrying in {delay:.1f}s",
               file=sys.stderr, flush=True)
 
-    return retry_transient(attempt, backoff=RETRY, on_retry=say)
+    return retry_transient(attempt, backoff=RETRY, on_retry=HostFaultPatience(then=say))
 
 
 @dataclass(frozen=True)
@@ -379,4 +398,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["EXIT_FATAL", "EXIT_LEASE_LOST", "EXIT_OK", "WorkerEnv", "main", "run_card"]
+__all__ = ["EXIT_FATAL", "EXIT_INFRA", "EXIT_LEASE_LOST", "EXIT_OK", "WorkerEnv", "main",
+           "run_card"]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kanban.approvals import ApprovalRecord
     from kanban.children import TreeTotals
     from kanban.cli.reads import Status
+    from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
     from kanban.queries import LiveWorker
     from kanban.readmodels import ChildNode, Transcript
@@ -266,11 +267,20 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     lines += [paint(f"dispatcher {d.id}: pid {d.pid} on {d.host}"
                     + (f", board {d.board}" if d.board else "")
                     + f", since {when(d.started_at)}, heartbeat {age(d.heartbeat_at, now)} ago",
-                    "green") for d in s.dispatchers]
+                    "green") + breaker_text(d) for d in s.dispatchers]
     lines.append(f"live workers: {len(s.workers)}")
     lines += [f"  {line}" for line in worker_lines(s.workers, now)]
     lines += cron_lines(s.next_fires, now)
     return lines
+
+
+def breaker_text(d: DispatcherInfo) -> str:
+    """A dispatcher's open circuit breaker, on the line after it ("" while closed)."""
+    if d.breaker is None:
+        return ""
+    reason, since = d.breaker
+    return "\n" + paint(f"  circuit breaker open since {when(since)} (not claiming): {reason}",
+                         "bold red")
 
 
 def zone_time(at: datetime | None, timezone: str = "UTC") -> str:

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 
 def dispatcher_json(d: DispatcherInfo) -> dict[str, Any]:
+    breaker = None if d.breaker is None else {"reason": d.breaker[0],
+                                              "since": d.breaker[1].isoformat()}
     return {"id": d.id, "host": d.host, "pid": d.pid, "started_at": d.started_at.isoformat(),
-            "heartbeat_at": d.heartbeat_at.isoformat()}
+            "heartbeat_at": d.heartbeat_at.isoformat(), "breaker": breaker}
 
 
 @dataclass(frozen=True)

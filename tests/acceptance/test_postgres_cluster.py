@@ -306,7 +306,9 @@ def test_restart_under_the_same_hostname_never_kills_its_new_workers(
     pg_board.configure(f'[limits]\nlease_s = 2.0\n[profiles.default]\nmodel = "{spec}"\n')
     first_ids = pg_board.add_many(2, max_attempts=1)
     old = pg_board.dispatcher("old", "--max-workers", "2")
-    wait_until(lambda: pg_counts(pg_board.url).get("running", 0) == 2, timeout=60,
+    # Started workers, not just claims: a claim whose worker never started goes back to
+    # the queue (handed_back), which is not the orphan this test is about.
+    wait_until(lambda: all(_worker_of(pg_board.url, c) for c in first_ids), timeout=60,
                what="the old dispatcher's workers")
     old.kill()  # the host "restarts": the dispatcher dies without cleanup
     old.wait()

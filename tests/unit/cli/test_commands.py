@@ -291,3 +291,11 @@ def test_no_command_prints_help(cli: Cli) -> None:
     result = CliRunner().invoke(app, [])
     assert result.exit_code == 0
     assert "Usage" in result.stdout
+
+
+def test_gc_runs_and_refuses_a_bad_age(cli: Cli) -> None:
+    cli.add("fresh")
+    assert cli.json("gc", "--older-than", "30d")["archived"] == 0
+    assert "archived 0 card(s)" in cli.ok("gc").stdout
+    error = cli.fails("gc", "--older-than", "soon")
+    assert error.count("\n") <= 1 and "Traceback" not in error
