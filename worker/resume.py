@@ -18,7 +18,6 @@ from kanban.children import Delegation, children_status
 from kanban.records import CardRecord, MessageRecord
 from kanban.state.rows import with_times
 from kanban.state.store import Conn
-from kanban.states import Outcome
 from kanban.tools.delegate import report
 
 DIED = ("no result was recorded: the worker stopped while this call ran. Check whether it "
@@ -28,14 +27,12 @@ RESUMED = "(The run was resumed; the conversation continues from its last record
 
 def stored_conversation(conn: Conn, card: CardRecord, run_id: int) -> list[Message] | None:
     """The conversation to continue (None: start afresh): the messages of the card's last
-    run since its last manual retry, other than `run_id`, with every tool call answered.
-    A card that was blocked starts afresh: its first prompt carries the person's note and
-    decisions."""
+    run since its last manual retry, other than `run_id`, with every tool call answered."""
     row = conn.one(
-        "SELECT r.id, r.outcome FROM run r WHERE r.card_id = :card AND r.id <> :run "
-        "AND r.attempt > :base AND EXISTS (SELECT 1 FROM message m WHERE m.run_id = r.id) "
-        "ORDER BY r.id DESC LIMIT 1", {"card": card.id, "run": run_id, "base": card.resume_base})
-    if row is None or row[1] == Outcome.BLOCKED:
+        "SELECT r.id FROM run r WHERE r.card_id = :card AND r.id <> :run AND r.attempt > :base "
+        "AND EXISTS (SELECT 1 FROM message m WHERE m.run_id = r.id) ORDER BY r.id DESC LIMIT 1",
+        {"card": card.id, "run": run_id, "base": card.resume_base})
+    if row is None:
         return None
     rows = conn.maps("SELECT * FROM message WHERE run_id = :run ORDER BY seq", {"run": row[0]})
     messages = [Message.from_dict(_as_dict(MessageRecord.from_row(with_times(r))))

@@ -62,13 +62,14 @@ async def cards(request: Request) -> Response:
 
 async def card(request: Request) -> Response:
     card_id = int_field(request.path_params["card_id"], "card id", low=1)
-    detail, approvals, tree = await web_of(request).adb.run(_shown_plan(card_id))
+    detail, approvals, totals = await web_of(request).adb.run(_shown_plan(card_id))
     return json_response({**detail.to_json(), "approvals": [a.to_json() for a in approvals],
-                          "tree": tree.to_json()})
+                          "tree": totals.to_json()})
 
 
 def _shown_plan(card_id: int) -> Plan[tuple[CardDetail, list[ApprovalRecord], TreeTotals]]:
-    """What `kanban show --json` prints: the card's detail, its approvals, its tree's totals."""
+    """What `kanban show --json` prints: the card's detail, its approvals and its tree's
+    totals."""
     detail = yield from card_detail_plan(card_id)
     approvals = yield from for_card_plan(card_id)
     return detail, approvals, (yield from tree_totals_plan(card_id))

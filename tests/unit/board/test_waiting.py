@@ -173,19 +173,3 @@ def test_a_worker_completing_a_child_resumes_its_parent(kb: Kanban, db: Database
     claim = claim_one(kb, kid)
     kb.complete(kid, "done", actor=worker(claim))
     assert kb.card(parent).status == S.READY
-
-
-def test_a_card_that_was_blocked_starts_its_conversation_afresh(kb: Kanban,
-                                                                db: Database) -> None:
-    from kanban import claims
-
-    card = kb.add_card(NewCard("needs a person"))
-    first = claim_one(kb, card.id)
-    with db.write() as conn:
-        for seq, message in enumerate([Message("user", "go"), Message("assistant", "hm")], 1):
-            claims.append_message(conn, first.run_id, seq, message.to_dict(), now=kb.clock())
-    kb.block(card.id, "which key?", actor=worker(first))
-    kb.unblock(card.id, "use the staging key")  # the next first prompt carries the note
-    second = claim_one(kb, card.id)
-    with db.read() as conn:
-        assert stored_conversation(conn, kb.card(card.id), second.run_id) is None
