@@ -116,8 +116,10 @@ def test_a_killed_worker_resumes_from_its_last_committed_turn(board: BoardFiles)
         try:
             wait_until(lambda: asked.count(kill_at) == 1, timeout=60,
                        what=f"the model asked for step {kill_at}")
-            (pid,) = query(board.path, "SELECT pid FROM run WHERE card_id = ? AND "
-                                       "finished_at IS NULL", card_id)[0]
+            pid = wait_until(lambda: query(board.path, "SELECT pid FROM run WHERE card_id = ? "
+                                                       "AND finished_at IS NULL AND pid IS NOT "
+                                                       "NULL", card_id), timeout=60,
+                             what="the worker's pid recorded")[0][0]
             os.kill(pid, signal.SIGKILL)
             wait_until(lambda: counts(board.path).get("done"), timeout=60,
                        what="the retried card to finish")
@@ -229,6 +231,8 @@ def test_a_detached_lead_runs_in_a_worker_and_can_be_attached(board: BoardFiles)
                          "'default'\n"
     dispatcher = start_dispatcher(board.path, "--max-workers", "2")
     try:
+        wait_until(lambda: json.loads(kanban(board.path, "status", "--json").stdout)[
+            "dispatchers"], timeout=60, what="the dispatcher registered")
         answer = kanban(board.path, "run", "--attach", str(lead), "-q").stdout
     finally:
         stop(dispatcher)
