@@ -119,27 +119,19 @@ class Kanban:
                  verdict: Verdict | None = None) -> CardRecord:
         """`gated`: whether the caller's card has a review gate, when it knows (a gated card
         goes to review, not done)."""
-        if (actor.claim_token is not None and self.db.dialect == "postgresql" and not gated
-                and not self._may_be_awaited(card_id)):
+        if actor.claim_token is not None and self.db.dialect == "postgresql" and not gated:
             from kanban import pg_statements  # one statement, promotions included
 
             try:
                 return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
                                               claim_token=actor.claim_token, actor=actor.name,
                                               implicit=implicit)
-            except LeaseLost:  # or gated after all: the general path below says which
+            except LeaseLost:  # or gated, or awaited: the general path below says which
                 pass
         with self.db.write() as conn:
             transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
                                  implicit=implicit, gated=gated, verdict=verdict)
             return cards.get_card(conn, card_id)
-
-    def _may_be_awaited(self, card_id: int) -> bool:
-        """A delegated card (or one a delegation may reuse by key) can end a card's wait:
-        its completion must go through kanban.transitions to resume that card at once."""
-        with self.db.read() as conn:
-            row = conn.one("SELECT parent_id, key FROM card WHERE id = :id", {"id": card_id})
-        return row is None or row[0] is not None or row[1] is not None
 
     def resume_settled(self) -> list[int]:
         """Safety net: waiting cards whose children have all finished go back to ready."""
