@@ -49,7 +49,8 @@ class Profile:
     dangerous_patterns: tuple[str, ...] = ()  # regexes, beside the built-in list
     max_file_bytes: int = 1_048_576  # the largest file the file tools read or write
     command_timeout_s: float = 120.0  # terminal's default; always within the card's time
-    network: bool = True  # issue 21's sandbox cuts it; web tools refuse without it
+    network: bool = True  # false: commands run without a network; web tools refuse
+    sandbox: str = "auto"  # auto: bwrap when it works here | required: refuse without | off
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
 
     def resolved_model(self, env: Mapping[str, str]) -> str:
@@ -302,6 +303,8 @@ def _check_profile(profile: Profile, where: str) -> None:
         raise ConfigError(f"{where}.api must be \"chat\" or \"responses\"")
     if profile.reasoning not in (None, "low", "medium", "high"):
         raise ConfigError(f"{where}.reasoning must be \"low\", \"medium\" or \"high\"")
+    if profile.sandbox not in ("auto", "required", "off"):
+        raise ConfigError(f"{where}.sandbox must be \"auto\", \"required\" or \"off\"")
     if not 0 < profile.compress_at < 1:
         raise ConfigError(f"{where}.compress_at must be between 0 and 1")
     if profile.max_parallel_tools < 1 or profile.tool_result_chars < 1000:

@@ -23,6 +23,7 @@ from kanban.agent.limits import Limits, StopReason
 from kanban.agent.loop import AgentResult
 from kanban.attachments import Attachments
 from kanban.errors import KanbanError, LeaseLost, ValidationError
+from kanban.events import record_event
 from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state import open_database
@@ -42,12 +43,14 @@ from kanban.worker.materials import place_materials
 from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.runtime import build_runtime, key_values
+from kanban.worker.sandboxing import card_network, choose_runner, harden
 from kanban.worker.script import run_script
 from kanban.worker.watchdog import Watchdog
 from kanban.workspaces import WORKTREE, Workspace
 
 T = TypeVar("T")
 RETRY = Backoff(first_s=0.1, cap_s=2.0)
+COMMAND_TOOLSETS = ("terminal",)  # toolsets whose tools start commands
 
 EXIT_OK = 0  # the worker recorded the outcome itself
 EXIT_FATAL = 3  # a fatal error; the card was failed
@@ -84,7 +87,9 @@ class WorkerEnv:
 
 def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) -> int:
     """Run the card named by the environment; `db` is a warm database from a forkserver."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = dict(os.environ)
+        harden(os.environ)
     try:
         wenv = WorkerEnv.from_env(env)
     except ConfigError as exc:
@@ -233,13 +238,14 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                 config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
                 max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
                 workspace=workspace.path, hook_context=_hook_context(card, wenv))
+            runner = _command_runner(scope, card, config, plan, setting, workspace.path)
         except (FatalModelError, ConfigError, ValidationError) as exc:
             # credentials, an unknown model, profile or toolset, a skill that no longer
             # exists, a workspace that cannot be resolved
             heartbeat.stop()
             return _fail(scope, redact(exc.message, secrets))
         bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
-                                env=env, runner=setting.runner, started=setting.started)
+                                env=env, runner=runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
         try:
@@ -261,6 +267,22 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
     if result.error:  # providers may echo a key back in an error message
         result = replace(result, error=redact(result.error, secrets))
     return settle(scope, result, runtime.limits)
+
+
+def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: WorkerPlan,
+                    setting: Setting, workspace: Path) -> Runner:
+    """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
+    the worker's log and, for cards that run commands, in the run's events."""
+    network = _retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
+    choice = choose_runner(setting.runner, plan.profile, network=network,
+                           workspace=workspace, home=setting.home)
+    print(f"card #{card.id}: {choice.note}", flush=True)
+    if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
+        scope.write(lambda conn: record_event(
+            conn, board=scope.board, card_id=scope.card_id, run_id=scope.run_id,
+            kind="sandbox", actor=scope.actor.name, at=scope.kb.clock(),
+            runner=choice.runner.name, note=choice.note))
+    return choice.runner
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,

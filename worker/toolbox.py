@@ -60,7 +60,7 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
         from kanban.tools.mcp import McpServers
 
         bench.mcp = McpServers({n: config.mcp[n] for n in servers}, cwd=bench.workspace,
-                               env=bench.env)
+                               env=bench.env, wrap=bench.runner.wrap)
         for name in servers:
             extra += bench.mcp.tools(name)
     for name in toolsets:

@@ -42,6 +42,7 @@ class Status:
     dispatchers: list[DispatcherInfo]
     workers: list[LiveWorker]
     next_fires: list[UpcomingFire]
+    sandbox: str = ""  # how this host runs agents' commands (bwrap, or why not)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +54,7 @@ class Status:
             "dispatchers": [dispatcher_json(d) for d in self.dispatchers],
             "workers": len(self.workers),
             "next_fires": [f.to_json() for f in self.next_fires],
+            "sandbox": self.sandbox,
         }
 
 
@@ -60,6 +62,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
     from kanban import __version__
     from kanban.control import live_dispatchers, pause_state
     from kanban.queries import live_workers, status_counts
+    from kanban.tools.sandbox import check_sandbox
 
     boards = kanban.boards()
     if board is not None and board not in {b["name"] for b in boards}:
@@ -76,6 +79,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             dispatchers=live_dispatchers(conn, kanban.clock()),
             workers=live_workers(conn, board=board),
             next_fires=_next_fires(kanban, board),
+            sandbox=check_sandbox().reason,
         )
 
 
