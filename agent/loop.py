@@ -40,6 +40,12 @@ from kanban.agent.types import (
 )
 from kanban.agent.user_hooks import FinishEvent, TurnEvent, UserHooks
 
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 GRACE_PROMPT = (
     "You have reached the turn limit for this run. Do not call any tools. "
     "Reply with a short summary of what you did and what is left to do."
@@ -258,11 +264,17 @@ class _Run:
         """Call the model (streaming to the hooks), and account for what it cost; `chars`
         is the size of `messages` when the caller already knows it."""
         snapshot = tuple(messages)
-        if self.interrupt is not None:
-            response = self.interrupt.call(lambda: call_model(self.model, snapshot, tools,
-                                                              self.listen))
-        else:
-            response = call_model(self.model, snapshot, tools, self.listen)
+        try:
+            if self.interrupt is not None:
+                response = self.interrupt.call(lambda: call_model(self.model, snapshot, tools,
+                                                                  self.listen))
+            else:
+                response = call_model(self.model, snapshot, tools, self.listen)
+        except (ModelError, Interrupted):
+            raise
+        except Exception as exc:  # an answer no adapter understood: the run's error, not a crash
+            raise ModelError(f"model {self.model.name!r} sent an unreadable answer "
+                             f"({type(exc).__name__}: {one_line(str(exc))})") from exc
         sent = request_chars(snapshot, ()) if chars is None else chars
         self.gauge.calibrate(sent + self.tool_chars * bool(tools), response.usage.input_tokens)
         source = response.source or self.model.name

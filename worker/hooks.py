@@ -50,9 +50,12 @@ class WorkerHooks(AgentHooks):
 
     def on_message(self, message: Message) -> None:
         data = message.to_dict()
-        for key in ("content", "reasoning"):
-            if data.get(key) and self.secrets:
-                data[key] = redact(data[key], self.secrets)
+        if self.secrets:
+            for key in ("content", "reasoning"):
+                if data.get(key):
+                    data[key] = redact(data[key], self.secrets)
+            for call in data.get("tool_calls") or ():
+                call["arguments"] = redact(call["arguments"], self.secrets)
         self._messages.append(data)
 
     def on_usage(self, usage: Usage, model_name: str, cost: float | None = None) -> None:

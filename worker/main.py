@@ -33,10 +33,13 @@ from kanban.state.paths import DbLocation
 from kanban.state.retry import Backoff, retry_transient
 from kanban.state.store import Database
 from kanban.states import Outcome
+from kanban.textsafety import clean_text
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
+from kanban.validation import MAX_SUMMARY
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
+from kanban.worker.handoff import receive
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.hooks import WorkerHooks
 from kanban.worker.materials import place_materials
@@ -89,6 +92,7 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
     """Run the card named by the environment; `db` is a warm database from a forkserver."""
     if env is None:
         env = dict(os.environ)
+        receive(env)  # a forked worker's credentials, past the forkserver
         harden(os.environ)
     try:
         wenv = WorkerEnv.from_env(env)
@@ -258,7 +262,8 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
             return _requeue(scope, redact(exc.message, secrets))
         print(f"card #{card.id} attempt {card.attempt}: model {runtime.model.name}, toolsets "
               f"{','.join(plan.toolsets)}, workspace {workspace.path}", flush=True)
-        result = runtime.run(system=plan.system, prompt=list(plan.opening), toolbox=toolbox,
+        result = runtime.run(system=plan.system, prompt=list(plan.opening),
+                             toolbox=tools.RedactingToolbox(toolbox, secrets),
                              hooks=WorkerHooks(scope, activity, secrets=secrets))
     finally:
         heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
@@ -322,8 +327,9 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
     if result.stop_reason == StopReason.INTERRUPTED:
         return EXIT_LEASE_LOST  # the card is no longer ours: write nothing
     if result.stop_reason == StopReason.COMPLETED:
-        summary = (result.text or "").strip() or "(the agent ended without a summary)"
-        summary = scope.on_complete(summary)
+        # The model's last text as it is would be refused (controls, size): fit it instead.
+        text = clean_text(result.text or "", MAX_SUMMARY - 6000).strip()
+        summary = scope.on_complete(text or "(the agent ended without a summary)")
         _retrying(scope, lambda: scope.kb.complete(scope.card_id, summary, actor=scope.actor,
                                                    implicit=True))
         return EXIT_OK
@@ -334,7 +340,7 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
             conn, scope.card_id, Outcome.FAILED, result.error or "model error",
             now=scope.kb.clock(), actor=scope.actor))
         return EXIT_OK
-    note = f"; last summary: {result.text.strip()[:2000]}" if result.text else ""
+    note = f"; last summary: {clean_text(result.text, 2000).strip()}" if result.text else ""
     return _fail(scope, f"{_limit_text(result, limits)} before the card was finished{note}",
                  code=EXIT_OK)
 
