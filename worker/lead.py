@@ -33,6 +33,7 @@ from kanban.worker.hooks import WorkerHooks
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.runtime import build_runtime, key_values
 from kanban.worker.toolbox import RedactingToolbox
+from kanban.worker.transcript import transcript_caps
 
 SYSTEM = """You lead a team of workers on a kanban board.
 Split the goal into a few independent subtasks and hand them out with the `delegate` tool
@@ -123,7 +124,8 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
         result = runtime.run(system=SYSTEM, prompt=_prompt(kb, claim.card_id),
                              toolbox=RedactingToolbox(Toolbox([delegate.tool_for(config)],
                                                               lead), secrets),
-                             hooks=LeadHooks(scope, activity, secrets=secrets))
+                             hooks=LeadHooks(scope, activity, secrets=secrets,
+                                             caps=transcript_caps(profile)))
         if result.error:  # providers may echo a key back in an error message
             result = replace(result, error=redact(result.error, secrets))
     except BaseException:

@@ -48,6 +48,7 @@ from kanban.worker.redact import redact, secrets_in
 from kanban.worker.runtime import build_runtime, key_values
 from kanban.worker.sandboxing import card_network, choose_runner, harden
 from kanban.worker.script import run_script
+from kanban.worker.transcript import transcript_caps
 from kanban.worker.watchdog import Watchdog
 from kanban.workspaces import WORKTREE, Workspace
 
@@ -264,7 +265,8 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
               f"{','.join(plan.toolsets)}, workspace {workspace.path}", flush=True)
         result = runtime.run(system=plan.system, prompt=list(plan.opening),
                              toolbox=tools.RedactingToolbox(toolbox, secrets),
-                             hooks=WorkerHooks(scope, activity, secrets=secrets))
+                             hooks=WorkerHooks(scope, activity, secrets=secrets,
+                                               caps=transcript_caps(plan.profile)))
     finally:
         heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
         if bench is not None and bench.mcp is not None:
