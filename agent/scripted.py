@@ -64,12 +64,22 @@ class ModelCall:
 
 
 class ScriptedModel:
-    """Replays steps in order; once they run out it answers "(script finished)"."""
+    """Replays steps in order; once they run out it answers "(script finished)".
+
+    A resumed conversation continues the script after the steps its stored answers came
+    from (see `resume`)."""
 
     def __init__(self, steps: Iterable[Step] | None = None, name: str = "scripted:test") -> None:
         self.name = name
         self.calls: list[ModelCall] = []
         self._steps: deque[Step] = deque(steps or ())
+        self._resumed_at = 0  # answers already in a resumed conversation
+
+    def resume(self, answers: int) -> None:
+        """The conversation holds `answers` earlier answers of this script: skip them."""
+        for _ in range(min(answers - self._resumed_at, len(self._steps))):
+            self._steps.popleft()
+        self._resumed_at = max(self._resumed_at, answers)
 
     def enqueue(self, *steps: Step) -> None:
         self._steps.extend(steps)
@@ -102,7 +112,7 @@ class ScriptedModel:
     def _finish(
         self, response: ModelResponse, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> ModelResponse:
-        turn = len(self.calls)
+        turn = self._resumed_at + len(self.calls)
         calls = tuple(
             call if call.id else replace(call, id=f"call_{turn}_{index}")
             for index, call in enumerate(response.tool_calls, start=1)
@@ -153,3 +163,11 @@ def describe_step(step: Step) -> str:
     if step.tool_calls:
         return "tool_calls(" + ", ".join(call.name for call in step.tool_calls) + ")"
     return f"text({(step.text or '')[:40]!r})"
+
+
+def resume_scripts(model: object, answers: int) -> None:
+    """Tell every scripted model in `model` (maybe a fallback chain) that a stored
+    conversation with `answers` answers is being continued."""
+    for each in getattr(model, "models", [model]):
+        if isinstance(each, ScriptedModel):
+            each.resume(answers)

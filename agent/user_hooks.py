@@ -18,7 +18,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from kanban.agent.types import ToolCall, ToolResult, Usage
@@ -163,8 +164,15 @@ def import_hook(spec: str) -> Hook:
     return target
 
 
+@cache
+def hook_points() -> tuple[EntryPoint, ...]:
+    """The installed `kanban.hooks` entry points, scanned once per process: scanning every
+    installed package costs tens of milliseconds, and a forkserver's workers inherit it."""
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def _entry_point_objects(on_error: OnError) -> Iterable[tuple[str, Any]]:
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point in hook_points():
         try:
             yield point.name, point.load()
         except Exception as exc:

@@ -19,6 +19,8 @@ from bench import (
     memory,
     postgres,
     recovery,
+    resume,
+    scale,
     throughput,
     tools,
     web,
@@ -38,6 +40,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "web": web.run,
     "daily": daily.run,
     "tools": tools.run,
+    "scale": scale.run,  # a million cards against 10,000
+    "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"

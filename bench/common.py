@@ -45,6 +45,8 @@ class Sizes:
     cli_repeats: int
     recovery_repeats: int
     lease_s: float
+    scale_cards: tuple[int, int] = (10_000, 1_000_000)  # the small board and the big one
+    scale_repeats: int = 15
 
 
 FULL = Sizes("full", repeats=3, claim_seconds=2.0, claim_cards=6000, claim_procs=(1, 4, 8),
@@ -54,11 +56,12 @@ FULL = Sizes("full", repeats=3, claim_seconds=2.0, claim_cards=6000, claim_procs
 QUICK = Sizes("quick", repeats=1, claim_seconds=1.0, claim_cards=1500, claim_procs=(1, 4, 8),
               latency_warm=60, latency_cold=8, e2e_cards=200, e2e_workers=8,
               e2e_serial_cards=30, memory_warm=8, memory_cold=2,
-              cli_cards=(10_000, 100_000), cli_repeats=5, recovery_repeats=1, lease_s=2.0)
+              cli_cards=(10_000, 100_000), cli_repeats=5, recovery_repeats=1, lease_s=2.0,
+              scale_cards=(10_000, 200_000), scale_repeats=7)
 SMOKE = Sizes("smoke", repeats=1, claim_seconds=0.3, claim_cards=40, claim_procs=(1, 2),
               latency_warm=3, latency_cold=1, e2e_cards=6, e2e_workers=2, e2e_serial_cards=2,
               memory_warm=2, memory_cold=1, cli_cards=(20,), cli_repeats=1,
-              recovery_repeats=1, lease_s=1.0)
+              recovery_repeats=1, lease_s=1.0, scale_cards=(20, 200), scale_repeats=2)
 PROFILES = {s.name: s for s in (FULL, QUICK, SMOKE)}
 
 

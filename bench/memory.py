@@ -8,6 +8,8 @@ workers is the memory they really cost; the forkserver's own share is in the not
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,23 @@ from kanban.cards import NewCard
 class Sample:
     worker_kib: list[int]  # one per running worker
     parent_kib: int | None  # the forkserver's own PSS (warm only)
+    dispatcher_kib: int | None = None
+
+
+def floor_kib(path: Path) -> int | None:
+    """PSS of a bare interpreter holding one sqlite3 connection that has read the board."""
+    code = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+            "c.execute('SELECT count(*) FROM card').fetchall(); print('ready', flush=True); "
+            "sys.stdin.read()")
+    with subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                return None
+            return pss_kib(proc.pid)
+        finally:
+            proc.kill()
 
 
 def sample(work: Path, workers: int, *, cold: bool) -> Sample:
@@ -59,11 +78,12 @@ def sample(work: Path, workers: int, *, cold: bool) -> Sample:
                               interval=0.05)
             time.sleep(0.2)  # let the last one settle into its first model call
             worker_kib = [k for pid in pids if (k := pss_kib(pid)) is not None]
+            dispatcher_kib = pss_kib(dispatcher.proc.pid)
             parents = {_ppid(pid) for pid in pids} - {None, dispatcher.proc.pid}
             parent_kib = None if cold or len(parents) != 1 else pss_kib(parents.pop() or 0)
             for (card_id,) in reader.all("SELECT id FROM card WHERE status = 'running'"):
                 kb.cancel(card_id, reason="benchmark sampled")
-        return Sample(worker_kib, parent_kib)
+        return Sample(worker_kib, parent_kib, dispatcher_kib)
     finally:
         reader.close()
 
@@ -87,10 +107,17 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
               f"at {len(warm.worker_kib)} workers")
     note = (f"median of {len(warm.worker_kib)} warm and {len(cold.worker_kib)} cold workers "
             f"running a slow script (PSS, /proc/PID/smaps_rollup){parent}")
-    return [
-        Row("4.1", "PSS per running worker", "MiB", warm_mib, cold_mib,
-            "cold: `python -m worker`", None, note),
+    least = floor_kib(work / "warm" / "kanban.db")
+    floor_mib = None if least is None else least / 1024
+    floor_label = "floor: bare interpreter + one sqlite3 connection"
+    rows = [
+        Row("4.1", "PSS per running worker", "MiB", warm_mib, floor_mib, floor_label,
+            Goal("value", "<=", 8, "MiB"), note),
         Row("4.2", "workers per GiB (1024 / PSS)", "", 1024 / warm_mib, 1024 / cold_mib,
-            "cold workers per GiB", Goal("value", ">=", 20)),
+            "cold workers per GiB (`python -m worker`)", Goal("value", ">=", 20)),
     ]
-
+    if warm.dispatcher_kib is not None:
+        rows.append(Row("4.3", "dispatcher PSS, workers running", "MiB",
+                        warm.dispatcher_kib / 1024, floor_mib, floor_label,
+                        Goal("value", "<=", 40, "MiB")))
+    return rows

@@ -28,6 +28,9 @@ def dispatcher_for(kb: Kanban, location: DbLocation, board: str) -> Iterator[Dis
     thread.start()
     try:
         yield dispatcher
+    except BaseException:  # interrupted: hand the running cards back now, no draining
+        dispatcher.request_stop()
+        raise
     finally:
         dispatcher.request_stop()
         thread.join(timeout=60)

@@ -18,6 +18,7 @@ from kanban.claims import ClaimFilter
 from kanban.cron.courier import Courier, courier_for
 from kanban.cron.firing import fire_due_jobs
 from kanban.dispatcher import procs, rescue
+from kanban.dispatcher.breaker import Breaker
 from kanban.dispatcher.environment import base_env, worker_env
 from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
@@ -37,6 +38,7 @@ from kanban.service import Kanban
 from kanban.state.config import CONFIG_ENV, Config, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import Backoff, retry_transient
+from kanban.state.sqlite_errors import BUSY
 from kanban.transitions import Actor
 
 __all__ = ["DispatchOptions", "Dispatcher"]
@@ -78,6 +80,11 @@ class Dispatcher:
         self._unrecorded: list[tuple[int, int, int | None]] = []  # (run, pid, start) to store
         self._outage_since: float | None = None
         self._outage_attempt = 0
+        self.breaker = Breaker()
+        self._lost: list[Claim] = []  # claims whose forkserver died, to hand back
+        self._spawner_gone = False  # the forkserver died and could not be restarted yet
+        self._breaker_stored = False  # whether the stored breaker state says open
+        self._claims_in_doubt = False  # a write failed mid-outage: a claim may have landed
 
     # lifecycle
     def start(self) -> None:
@@ -90,16 +97,70 @@ class Dispatcher:
         self.kb.db.patience_s = min(self.kb.db.patience_s, STEP_PATIENCE_S)
         self.id = retry_transient(self._register, backoff=OUTAGE_BACKOFF,
                                   stop=self.stop_requested, on_retry=self._say_retry)
-        self.spawner = (
-            ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
-                              self.providers_in_use())
-            if self.opts.warm else SubprocessSpawner(self.wake))
+        retry_transient(lambda: rescue.adopt_dead_instances(self), backoff=OUTAGE_BACKOFF,
+                        stop=self.stop_requested, on_retry=self._say_retry)
+        self.spawner = self._new_spawner()
         self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
         event(f"dispatcher {self.id} started: pid {os.getpid()}, {self.max_workers} workers at "
               "most" + (f", board {self.opts.board}" if self.opts.board else ""),
               kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
               instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board)
+
+    def _new_spawner(self) -> Spawner:
+        if not self.opts.warm:
+            return SubprocessSpawner(self.wake)
+        return ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
+                                 self.providers_in_use())
+
+    def _replace_lost_forkserver(self) -> None:
+        """A forkserver that died under us (the OOM killer's first pick) reports no more
+        exits: stop the workers it held, give their cards back (no attempt spent), start
+        a new one."""
+        old = self.spawner
+        if not isinstance(old, ForkServerSpawner):
+            return
+        code = old.lost()
+        if code is None:
+            return
+        self.reap_exited()  # what it reported before it died
+        held = list(self.workers)
+        how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        event(f"the worker forkserver (pid {old.pid}) {how}; stopping its {len(held)} "
+              "worker(s), requeueing their cards and starting a new one", logging.WARNING,
+              kind="forkserver_lost", pid=old.pid, exit_code=code, running=len(held))
+        for worker in held:
+            procs.kill_and_confirm(worker.pid, timeout=self.opts.kill_grace_s)
+            self.workers.pop(worker.pid)
+        self._lost.extend(w.claim for w in held)
+        old.close()
+        self.spawner = None
+        self._infra_failure(f"the worker forkserver {how}")
+        try:
+            self.spawner = self._new_spawner()
+        except SpawnError as exc:  # tried again at the next step
+            event(f"cannot restart the worker forkserver: {exc}", logging.ERROR,
+                  kind="forkserver_failed", error=str(exc))
+            self._infra_failure(f"cannot restart the worker forkserver: {exc}")
+            self._spawner_gone = True
+
+    def _hand_back_lost(self) -> None:
+        """Cards whose workers died with their forkserver; kept until written."""
+        while self._lost:
+            claim = self._lost[0]
+            self._hand_back(claim, "its worker forkserver died")
+            self._lost.pop(0)
+            event(f"#{claim.card_id} handed back to ready (no attempt spent)", logging.WARNING,
+                  kind="handed_back", card=claim.card_id)
+
+    def _ensure_spawner(self) -> None:
+        if self._spawner_gone:
+            try:
+                self.spawner = self._new_spawner()
+            except SpawnError as exc:
+                self._infra_failure(f"cannot restart the worker forkserver: {exc}")
+                return
+            self._spawner_gone = False
 
     def _register(self) -> int:
         i = self.instance
@@ -131,6 +192,8 @@ class Dispatcher:
                 try:
                     self.step()
                 except TransientDatabaseError as exc:
+                    if exc.kind not in (None, BUSY):  # the host's fault: read-only, full, I/O
+                        self._infra_failure(exc.message)
                     self._wait_out_outage(exc)
                     continue
                 self._outage_over()
@@ -145,6 +208,7 @@ class Dispatcher:
             self.shutdown(wait_for_workers=once and not self.stop_requested.is_set())
 
     def _wait_out_outage(self, exc: TransientDatabaseError) -> None:
+        self._claims_in_doubt = True  # the failed call may have been a claim that landed
         if self._outage_since is None:
             self._outage_since = time.monotonic()
             event(f"database unavailable ({exc}); keeping {len(self.workers)} workers and "
@@ -168,6 +232,8 @@ class Dispatcher:
     def _sleep_budget(self) -> float:
         """Until the next tick, or until a backed-off card becomes due if that is sooner."""
         budget = max(0.0, self._next_tick - time.monotonic())
+        if self.breaker.is_open:
+            budget = min(budget, max(0.0, self.breaker.next_probe - time.monotonic()))
         if self._next_due is not None:
             due = (self._next_due - self.kb.clock()).total_seconds()
             budget = min(budget, max(0.0, due))
@@ -194,14 +260,63 @@ class Dispatcher:
 
     # one pass
     def step(self) -> None:
-        self.reap_exited()
-        self.record_processes()
-        self.police_workers()
+        """Each duty runs even when another met a busy or unreachable database: rescue must
+        still kill a frozen worker that holds SQLite's write lock. Claims wait until all
+        duties went through; the first error then pauses the loop."""
+        failed: TransientDatabaseError | None = None
+        self._replace_lost_forkserver()
+        self._ensure_spawner()
+        for duty in (self.reap_exited, self._hand_back_lost, self.record_processes,
+                     self.police_workers, self._tick_if_due, self._store_breaker):
+            try:
+                duty()
+            except TransientDatabaseError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+        if not self.stop_requested.is_set() and not self._spawner_gone and \
+                not self._breaker_holds():
+            self.claim_and_spawn()
+
+    # the circuit breaker
+    def _infra_failure(self, reason: str) -> None:
+        if self.breaker.failed(reason):
+            event(f"circuit breaker open after {self.breaker.failures} infrastructure failures "
+                  f"in a row ({reason}); not claiming, keeping {len(self.workers)} workers, "
+                  "probing the database", logging.WARNING, kind="breaker_open", reason=reason,
+                  running=len(self.workers))
+
+    def _breaker_holds(self) -> bool:
+        """True while the breaker is open; a due probe (a real write on a fresh connection,
+        as a new worker would make) closes it."""
+        b = self.breaker
+        if not b.is_open:
+            return False
+        if not b.probe_due():
+            return True
+        try:
+            self.kb.db.probe_write()
+        except DatabaseError as exc:
+            b.probe_failed(exc.message)
+            return True
+        took = b.close()
+        event(f"circuit breaker closed after {took:.1f}s: the database takes writes again; "
+              "claiming", logging.WARNING, kind="breaker_closed", open_s=round(took, 3))
+        return False
+
+    def _store_breaker(self) -> None:
+        """What `kanban status` and the board show, written once per change."""
+        if self.breaker.is_open == self._breaker_stored or self.id is None:
+            return
+        reason = self.breaker.reason if self.breaker.is_open else None
+        with self.kb.db.write() as conn:
+            control.set_breaker(conn, self.id, reason, self.kb.clock())
+        self._breaker_stored = self.breaker.is_open
+
+    def _tick_if_due(self) -> None:
         if time.monotonic() >= self._next_tick:
             self.tick()
             self._next_tick = time.monotonic() + self.opts.tick_s
-        if not self.stop_requested.is_set():
-            self.claim_and_spawn()
 
     def tick(self) -> None:
         """The slow duties: expired leases and orphans, promotions, cron, liveness."""
@@ -210,6 +325,10 @@ class Dispatcher:
         if promoted:
             event(f"promoted {', '.join(f'#{i}' for i in promoted)} to ready (dependencies "
                   "done)", kind="promoted", cards=promoted)
+        resumed = self.kb.resume_settled()
+        if resumed:
+            event(f"resumed {', '.join(f'#{i}' for i in resumed)} (their children finished)",
+                  kind="resumed", cards=resumed)
         for fired in fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board):
             event(f"cron job {fired.job} {fired.outcome}"
                   + (f": #{fired.card_id} on {fired.board}" if fired.card_id else ""),
@@ -223,6 +342,8 @@ class Dispatcher:
 
     def claim_and_spawn(self) -> None:
         self._next_due = None  # recomputed below when nothing is claimable yet
+        if self._claims_in_doubt:
+            self._adopt_claims_in_doubt()
         slots = self.max_workers - len(self.workers)
         if slots <= 0:
             return  # a worker's exit wakes the loop
@@ -247,6 +368,28 @@ class Dispatcher:
                   kind="claimed", card=c.card_id, attempt=c.attempt, board=c.board, pid=pid,
                   run=c.run_id, profile=c.profile)
         self.record_processes()
+
+    def _adopt_claims_in_doubt(self) -> None:
+        """After an outage: claims of ours that committed although the call failed get
+        their worker now (or go back to ready when no slot is free), instead of holding
+        their cards until the lease runs out."""
+        assert self.id is not None
+        with self.kb.db.read() as conn:
+            found = [c for c in claims.unstarted_claims(conn, self.id)
+                     if self.workers.by_card(c.card_id) is None
+                     and all(c.run_id != run_id for run_id, _, _ in self._unrecorded)]
+        self._claims_in_doubt = False
+        for c in found:
+            if len(self.workers) >= self.max_workers:
+                self._hand_back(c, "claimed during a database outage; no free worker slot")
+                continue
+            pid = self.spawn(c)
+            if pid is None:
+                continue
+            self._unrecorded.append((c.run_id, pid, process_start(pid)))
+            event(f"claimed #{c.card_id} attempt {c.attempt} on {c.board} (its claim landed "
+                  f"during the outage): worker pid {pid}", kind="claimed", card=c.card_id,
+                  attempt=c.attempt, board=c.board, pid=pid, run=c.run_id, profile=c.profile)
 
     def record_processes(self) -> None:
         """Store the new workers' (pid, start time); kept for the next pass on an outage."""
@@ -297,6 +440,7 @@ class Dispatcher:
             event(f"#{claim.card_id}: worker did not start: {exc}", logging.ERROR,
                   kind="spawn_failed", card=claim.card_id, error=str(exc))
             self._hand_back(claim, f"worker did not start: {exc}", delay_s=1.0)
+            self._infra_failure(f"worker did not start: {exc}")
             return None
         self.workers.add(LocalWorker(claim, pid, claim.profile, timeout))
         return pid
@@ -337,9 +481,13 @@ class Dispatcher:
             pid, code = self._exits[0]
             worker = self.workers.get(pid)
             if worker is not None:
-                rescue.settle_exit(self, worker, code)
+                infra = rescue.settle_exit(self, worker, code)
                 self.workers.pop(pid)
                 rescue.log_exit(self, worker, code)
+                if infra is not None:
+                    self._infra_failure(infra)
+                elif code == 0:
+                    self.breaker.succeeded()
             self._exits.popleft()
 
     def police_workers(self) -> None:

@@ -12,13 +12,14 @@ import logging
 import signal
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Protocol
 
 from kanban import claims, control, transitions
 from kanban.claims import Lease
 from kanban.control import DispatcherInfo
 from kanban.dispatcher import procs
-from kanban.dispatcher.instance import Instance, is_same_process
+from kanban.dispatcher.instance import Instance, is_same_process, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
 from kanban.dispatcher.logs import event
 from kanban.dispatcher.options import DispatchOptions
@@ -37,12 +38,14 @@ class Dispatcher(Protocol):
     opts: DispatchOptions
     workers: LocalWorkers
     id: int | None
+    home: Path
     host: str
     instance: Instance
 
     def actor(self, claim_token: str | None = None) -> Actor: ...
 
 
+EXIT_INFRA = 74  # the worker could not use the database (worker/main.py)
 EXIT_LEASE_LOST = 75
 ORPHAN_GRACE_S = 10.0
 # An orphan stops itself this long after its timeout (worker/watchdog.py); a surviving
@@ -50,20 +53,50 @@ ORPHAN_GRACE_S = 10.0
 ORPHAN_TIMEOUT_GRACE_S = 20.0
 
 
-def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
-    """A worker exited: record its exit code; requeue its card if it left it running."""
+def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> str | None:
+    """A worker exited: record its exit code; requeue its card if it left it running.
+    Returns the worker's own error when the database failed it (an infrastructure fault:
+    the card goes back without spending an attempt)."""
     c = worker.claim
+    infra = None
     with d.kb.db.write() as conn:
         if claims.is_current(conn, c.card_id, c.claim_token):
-            if worker.timed_out:
-                outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
-            elif code == EXIT_LEASE_LOST:
-                outcome, error = Outcome.LEASE_LOST, "the worker's lease expired"
+            said = last_line(worker_log(d.home, c.card_id, c.attempt)).removeprefix(
+                "kanban worker: ")
+            actor = d.actor(c.claim_token)
+            if code == EXIT_INFRA and not worker.timed_out:
+                infra = said or "the worker could not use the database"
+                transitions.hand_back(conn, c.card_id, f"infrastructure: {infra}",
+                                      now=d.kb.clock(), actor=actor, delay_s=1.0)
             else:
-                outcome, error = Outcome.CRASHED, f"worker exited with code {code}"
-            transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
-                                        actor=d.actor(c.claim_token))
+                if worker.timed_out:
+                    outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
+                elif code == EXIT_LEASE_LOST:
+                    outcome, error = Outcome.LEASE_LOST, "the worker's lease expired"
+                else:
+                    outcome, error = Outcome.CRASHED, f"worker exited with code {code}" + (
+                        f": {said}" if said else "")
+                transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
+                                            actor=actor)
         claims.record_exit(conn, c.run_id, code)
+    return infra
+
+
+def worker_log(home: Path, card_id: int, attempt: int) -> Path:
+    return home / "logs" / f"{card_id}-{attempt}.log"
+
+
+def last_line(path: Path, limit: int = 500) -> str:
+    """The last non-empty line a worker wrote (its one-line error), bounded."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
 
 
 def log_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
@@ -190,3 +223,50 @@ def _rescue(d: Dispatcher, lease: Lease, pid: int | None, outcome: Outcome, why:
           + (f" (pid {pid} stopped)" if pid is not None else ""), logging.WARNING,
           kind="lease_expired" if outcome is Outcome.LEASE_LOST else "rescued",
           card=lease.card_id, pid=pid, outcome=str(outcome))
+
+
+def adopt_dead_instances(d: Dispatcher) -> list[int]:
+    """At start: earlier dispatcher instances of this host's boot whose process is gone
+    died without cleaning up. Their cards go back to ready at once, spending no attempt
+    (the dispatcher's death is not the card's fault): a worker of theirs that still runs
+    is stopped first. Returns the requeued cards."""
+    with d.kb.db.read() as conn:
+        leases = claims.running_leases(conn, board=d.opts.board)
+        owners = control.dispatchers_by_id(
+            conn, {lease.dispatcher_id for lease in leases if lease.dispatcher_id is not None})
+    dead = {owner.id for owner in owners.values() if _died_here(d, owner)}
+    requeued = []
+    for lease in leases:
+        if lease.dispatcher_id not in dead:
+            continue
+        pid = lease.pid if is_same_process(lease.pid, lease.proc_start) else None
+        if pid is not None and not procs.kill_and_confirm(pid, timeout=d.opts.kill_grace_s):
+            continue  # still alive: the lease-based rescue takes it later
+        with d.kb.db.write() as conn:
+            if claims.current_lease(conn, lease.card_id, lease.claim_token) is None:
+                continue
+            why = ("its dispatcher died before a worker started" if lease.pid is None
+                   else "its dispatcher died")
+            transitions.hand_back(conn, lease.card_id, why, now=d.kb.clock(),
+                                  actor=d.actor(lease.claim_token))
+        requeued.append(lease.card_id)
+    if dead:
+        with d.kb.db.write() as conn:
+            for owner_id in dead:
+                control.stop_dispatcher(conn, owner_id, d.kb.clock())
+    if requeued:
+        event(f"requeued {', '.join(f'#{c}' for c in requeued)} of dead dispatcher(s) "
+              f"{', '.join(map(str, sorted(dead)))} (no attempt spent)", logging.WARNING,
+              kind="adopted", cards=requeued, dispatchers=sorted(dead))
+    return requeued
+
+
+def _died_here(d: Dispatcher, owner: DispatcherInfo) -> bool:
+    """An instance of this host's current boot, not stopped, whose process is gone (or is
+    this very process: a restarted container may hand the new dispatcher the old pid)."""
+    if owner.id == d.id or owner.stopped_at is not None:
+        return False
+    if owner.host != d.instance.host or owner.boot_id is None or \
+            owner.boot_id != d.instance.boot_id:
+        return False
+    return owner.pid == d.instance.pid or process_start(owner.pid) is None

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import IO, Protocol
 
@@ -46,6 +47,7 @@ class ForkServerSpawner:
         self._cond = threading.Condition()
         self._next_id = 0
         self._handoffs = Handoffs()  # credentials reach workers past the forkserver
+        self._closing = False
         self._proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "kanban.worker.forkserver", db_target or "",
              ",".join(providers)],
@@ -62,7 +64,12 @@ class ForkServerSpawner:
 
     def _read(self, stream: IO[bytes]) -> None:
         for line in stream:
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # a torn last line of a killed server
+            if not isinstance(message, dict):
+                continue
             if "exit" in message:
                 self._handoffs.release(message["exit"])
                 self.exits.put((message["exit"], message["code"]))
@@ -74,6 +81,18 @@ class ForkServerSpawner:
                     self._cond.notify_all()
         with self._cond:
             self._cond.notify_all()
+        self._wake.set()  # end of its output: it exited (or was killed), the loop looks
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def lost(self) -> int | None:
+        """The exit code (negative: the signal) of a server that died under us; None while
+        it runs, or once its output was read to the end only because we closed it."""
+        if self._closing or self._reader.is_alive():
+            return None
+        return self._proc.wait()
 
     def spawn(self, request: SpawnRequest) -> int:
         with self._cond:
@@ -108,8 +127,10 @@ class ForkServerSpawner:
         return self._proc.poll() is None
 
     def close(self) -> None:
+        self._closing = True
         if self._proc.stdin is not None:
-            self._proc.stdin.close()
+            with suppress(OSError):
+                self._proc.stdin.close()
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -24,7 +24,11 @@ from kanban.state.store import Database
 
 _IN_MODIFY, _IN_CREATE, _IN_MOVED_TO = 0x2, 0x100, 0x80
 EVENT_CHECK_S = 0.05  # how often a set `event` is noticed while sleeping in select()
-SETTLE_CHECKS = 5  # re-checks at poll_s after a file event that showed no commit yet
+# After a file event that showed no commit yet, look again every SETTLE_S, SETTLE_CHECKS
+# times: the commit shows up microseconds to a few milliseconds later, and each look is
+# one `PRAGMA data_version` (a wake-up waits at most SETTLE_S for it, not poll_s).
+SETTLE_S = 0.001
+SETTLE_CHECKS = 25
 _LISTEN_BACKOFF = Backoff(first_s=0.1, cap_s=2.0)
 
 
@@ -82,7 +86,7 @@ class ChangeWatcher:
                 # SQLite writes the WAL file a moment before the commit is visible in the
                 # wal-index (which raises no file event): after a wake-up that shows no
                 # change yet, look again shortly rather than sleeping the full interval.
-                pause = self.poll_s if settle else EVENT_CHECK_S
+                pause = SETTLE_S if settle else EVENT_CHECK_S
                 settle = SETTLE_CHECKS if self._notify.wait(min(pause, remaining)) else max(
                     0, settle - 1)
             elif event.wait(min(self.poll_s, remaining)):

@@ -25,12 +25,15 @@ from kanban.state.store import Conn
 from kanban.states import CardStatus
 from kanban.workspaces import PARENT, parse_spec
 
+ROLES = ("leaf", "orchestrator")
+
 CARD_COLUMNS = (
     "id", "board", "title", "goal", "context", "status", "priority", "profile", "model",
     "toolsets", "parent_id", "depth", "created_by", "attempt", "max_attempts", "retry_base",
     "timeout_s", "run_after", "claim_token", "lease_expires_at", "result", "error",
     "input_tokens", "output_tokens", "cached_tokens", "created_at", "updated_at", "started_at",
     "finished_at", "archived_at", "command", "cost", "key", "skills", "workspace",
+    "role", "waiting_on", "resume_base",
 )
 _CARD_SELECT = f"SELECT {', '.join(CARD_COLUMNS)} FROM card"
 CARD_SELECT = _CARD_SELECT  # for read models elsewhere (kanban.queries)
@@ -58,6 +61,7 @@ class NewCard:
     run_at: datetime | None = None  # scheduled: not claimed before this time
     skills: tuple[str, ...] = ()
     workspace: str | None = None  # stored form (see kanban.workspaces.normalise_spec)
+    role: str = "leaf"  # orchestrator: may delegate (see kanban.children)
 
     def validated(self) -> NewCard:
         v.title(self.title)
@@ -76,6 +80,8 @@ class NewCard:
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise ValidationError("a scheduled time must carry a timezone")
         v.skill_names(tuple(self.skills))
+        if self.role not in ROLES:
+            raise ValidationError(f"unknown role {self.role!r} (known: {', '.join(ROLES)})")
         parse_spec(self.workspace)
         return self
 
@@ -126,10 +132,10 @@ _INSERT_CARD = """
 INSERT INTO card (board, title, goal, context, status, priority, profile, model, toolsets,
                   parent_id, depth, created_by, attempt, max_attempts, retry_base, timeout_s,
                   run_after, created_at, updated_at, input_tokens, output_tokens, cached_tokens,
-                  command, key, skills, workspace)
+                  command, key, skills, workspace, role)
 VALUES (:board, :title, :goal, :context, :status, :priority, :profile, :model, :toolsets,
         :parent_id, :depth, :created_by, 0, :max_attempts, 0, :timeout_s,
-        :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace)
+        :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace, :role)
 """
 # A concurrent add with the same key (PostgreSQL; SQLite writers take turns) inserts
 # nothing: the index below holds one unfinished card per board and key.
@@ -176,7 +182,7 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         "max_attempts": new.max_attempts, "timeout_s": new.timeout_s, "now": now,
         "run_after": run_after, "key": new.key, "skills": ",".join(new.skills) or None,
         "command": new.command,
-        "workspace": new.workspace,
+        "workspace": new.workspace, "role": new.role,
     }
     sql = _INSERT_CARD + (_ON_KEY_CONFLICT if new.key is not None else "") + "RETURNING id"
     row = conn.one(sql, params)

@@ -19,7 +19,7 @@ from kanban.state.store import Conn
 from kanban.states import CardStatus
 
 _PICK = """
-    SELECT c.id FROM card c JOIN board b ON b.name = c.board
+    SELECT c.id FROM card c {ready_queue} JOIN board b ON b.name = c.board
     WHERE c.status = 'ready' AND c.run_after <= :now AND {not_paused} {filters}
       AND NOT EXISTS (SELECT 1 FROM setting WHERE key = 'spawn_paused' AND value = '1')
     ORDER BY c.priority DESC, c.id LIMIT :n
@@ -35,12 +35,14 @@ RETURNING id
 _CLAIM_SQLITE = f"""
 UPDATE card SET status = 'running', claim_token = lower(hex(randomblob(16))),
     attempt = attempt + 1, lease_expires_at = :lease_until, started_at = :now, updated_at = :now
-WHERE id IN ({_PICK.format(not_paused="b.paused = 0", filters="{filters}")})
+WHERE id IN ({_PICK.format(not_paused="b.paused = 0", filters="{filters}",
+                           ready_queue="INDEXED BY ix_card_ready_queue")})
 {_RETURNING}
 """
 _CLAIM_POSTGRES = f"""
 WITH picked AS MATERIALIZED (
-    {_PICK.format(not_paused="NOT b.paused", filters="{filters}")} FOR UPDATE OF c SKIP LOCKED
+    {_PICK.format(not_paused="NOT b.paused", filters="{filters}", ready_queue="")}
+    FOR UPDATE OF c SKIP LOCKED
 )
 UPDATE card SET status = 'running', claim_token = replace(gen_random_uuid()::text, '-', ''),
     attempt = card.attempt + 1, lease_expires_at = :lease_until, started_at = :now,
@@ -51,12 +53,14 @@ FROM picked WHERE card.id = picked.id
 
 
 # A scheduled card whose time came joins the queue (or waits in todo for its dependencies).
-# The partial index ix_card_scheduled serves the WHERE; one statement per claim.
+# The partial index ix_card_scheduled serves the WHERE (SQLite is told so: the index on
+# status would visit every scheduled card); one statement per claim.
 _RELEASE_DUE = """
 UPDATE card SET updated_at = :now, status = CASE WHEN EXISTS (
         SELECT 1 FROM dependency d JOIN card b ON b.id = d.depends_on_id
         WHERE d.card_id = card.id AND b.status != 'done') THEN 'todo' ELSE 'ready' END
-WHERE id IN (SELECT id FROM card WHERE status = 'scheduled' AND run_after <= :now {board}{lock})
+WHERE id IN (SELECT id FROM card {scheduled} WHERE status = 'scheduled' AND run_after <= :now
+             {board}{lock})
 RETURNING id, board, status
 """
 
@@ -113,9 +117,10 @@ def next_due(conn: Conn, *, now: datetime, flt: ClaimFilter = ClaimFilter()
 
 def release_due(conn: Conn, *, now: datetime, board: str | None = None) -> list[int]:
     """Scheduled cards whose time came: ready (todo while a dependency is unfinished)."""
+    postgres = conn.dialect == "postgresql"
     sql = _RELEASE_DUE.format(board=" AND board = :board" if board is not None else "",
-                              lock=" FOR UPDATE SKIP LOCKED" if conn.dialect == "postgresql"
-                              else "")
+                              lock=" FOR UPDATE SKIP LOCKED" if postgres else "",
+                              scheduled="" if postgres else "INDEXED BY ix_card_scheduled")
     released = conn.all(sql, {"now": now, "board": board})
     for card_id, card_board, status in released:
         record_event(conn, board=card_board, card_id=card_id, kind="due", actor="system",
@@ -210,6 +215,22 @@ def running_leases(conn: Conn, *, board: str | None = None) -> list[Lease]:
                   host, dispatcher_id, proc_start, profile)
             for card_id, token, run_id, lease, started, timeout, pid, host, dispatcher_id,
             proc_start, profile in conn.all(sql, {"board": board})]
+
+
+def unstarted_claims(conn: Conn, dispatcher_id: int) -> list[Claim]:
+    """This dispatcher's claims that no worker was started for: a claim whose COMMIT
+    reached the server while the connection dropped looks failed to the dispatcher, yet
+    holds its card. Read after an outage so the dispatcher can start or hand them back."""
+    rows = conn.all(
+        "SELECT c.id, c.board, c.attempt, c.claim_token, r.id, c.profile, c.model, "
+        "c.timeout_s, c.lease_expires_at FROM run r JOIN card c ON c.id = r.card_id "
+        "AND c.claim_token = r.claim_token WHERE r.dispatcher_id = :dispatcher_id "
+        "AND r.pid IS NULL AND r.finished_at IS NULL AND c.status = 'running' ORDER BY c.id",
+        {"dispatcher_id": dispatcher_id})
+    return [Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s,
+                  as_set_time(lease))
+            for card_id, board, attempt, token, run_id, profile, model, timeout_s, lease
+            in rows]
 
 
 def is_current(conn: Conn, card_id: int, claim_token: str) -> bool:

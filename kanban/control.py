@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -76,6 +77,15 @@ def register_dispatcher(conn: Conn, *, host: str, pid: int, now: datetime,
          "boot_id": boot_id, "booted_at": booted_at}))
 
 
+BREAKER = "breaker:"  # setting key prefix: a dispatcher's open circuit breaker
+
+
+def set_breaker(conn: Conn, dispatcher_id: int, reason: str | None, now: datetime) -> None:
+    """Record the dispatcher's circuit breaker: open with `reason`, or closed (None)."""
+    value = None if reason is None else json.dumps({"reason": reason, "at": now.isoformat()})
+    set_setting(conn, f"{BREAKER}{dispatcher_id}", value)
+
+
 def beat_dispatcher(conn: Conn, dispatcher_id: int, now: datetime) -> None:
     conn.run("UPDATE dispatcher SET heartbeat_at = :now WHERE id = :id",
              {"now": now, "id": dispatcher_id})
@@ -97,6 +107,15 @@ class DispatcherInfo:
     instance: str | None = None
     boot_id: str | None = None
     stopped_at: datetime | None = None
+    breaker_json: str | None = None  # its open circuit breaker, as set_breaker stored it
+
+    @property
+    def breaker(self) -> tuple[str, datetime] | None:
+        """(why, since when) while its circuit breaker is open."""
+        if self.breaker_json is None:
+            return None
+        data = json.loads(self.breaker_json)
+        return str(data["reason"]), datetime.fromisoformat(data["at"])
 
     def serves(self, board: str) -> bool:
         return self.board is None or self.board == board
@@ -107,8 +126,10 @@ class DispatcherInfo:
 
 
 _DISPATCHER_FIELDS = ("id", "host", "pid", "started_at", "heartbeat_at", "board", "instance",
-                      "boot_id", "stopped_at")
-_SELECT_DISPATCHER = f"SELECT {', '.join(_DISPATCHER_FIELDS)} FROM dispatcher"
+                      "boot_id", "stopped_at", "breaker_json")
+_SELECT_DISPATCHER = (  # its breaker, if open, from the setting table
+    f"SELECT {', '.join(f'dispatcher.{c}' for c in _DISPATCHER_FIELDS[:-1])}, breaker.value "
+    f"FROM dispatcher LEFT JOIN setting breaker ON breaker.key = '{BREAKER}' || dispatcher.id")
 
 
 def live_dispatchers(conn: Conn, now: datetime,

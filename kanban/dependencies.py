@@ -107,12 +107,21 @@ def unfinished_dependencies(conn: Conn, ids: Sequence[int]) -> list[int]:
                               {f"i{n}": card_id for n, card_id in enumerate(ids)}))
 
 
+_ALL_DONE = ("NOT EXISTS (SELECT 1 FROM dependency d JOIN card b ON b.id = d.depends_on_id "
+             "WHERE d.card_id = card.id AND b.status != 'done')")
+SWEEP_BATCH = 500  # cards promoted per write transaction by the safety sweep
+
+
+def promotable(conn: Conn) -> list[int]:
+    """Todo cards whose dependencies are all done (a read: the index on status serves it)."""
+    return conn.column(f"SELECT id FROM card WHERE status = 'todo' AND {_ALL_DONE} ORDER BY id")
+
+
 def promote_ready(conn: Conn, now: datetime, *, candidates: Iterable[int] | None = None,
                   actor: str = "system") -> list[int]:
     """Move todo cards whose dependencies are all done to ready; returns their ids."""
     sql = ("UPDATE card SET status = 'ready', updated_at = :now, run_after = :now "
-           "WHERE status = 'todo' AND NOT EXISTS (SELECT 1 FROM dependency d JOIN card b "
-           "ON b.id = d.depends_on_id WHERE d.card_id = card.id AND b.status != 'done')")
+           f"WHERE status = 'todo' AND {_ALL_DONE}")
     params: dict[str, object] = {"now": now}
     if candidates is not None:
         ids = list(candidates)
@@ -171,3 +180,42 @@ def _set_status(conn: Conn, card_id: int, board: str, frm: str, to: str, actor: 
              {"to": to, "now": now, "id": card_id})
     record_event(conn, board=board, card_id=card_id, kind="demoted", actor=actor, at=now,
                  **status_change(frm, to))
+
+
+def blocked_by_reason(dependency_id: int) -> str:
+    """The start of the reason a dependent is blocked with: it names the dependency."""
+    return f"dependency #{dependency_id} "
+
+
+def block_dependents(conn: Conn, card_id: int, how: str, now: datetime,
+                     actor: str = "system") -> list[int]:
+    """`card_id` failed or was cancelled: its waiting dependents become blocked with a
+    reason that names it, rather than wait for it forever."""
+    reason = f"{blocked_by_reason(card_id)}{how}"[:2000]
+    moved = conn.all("UPDATE card SET status = 'blocked', error = :reason, updated_at = :now "
+                     "WHERE status IN ('todo', 'ready') AND id IN (SELECT card_id FROM "
+                     "dependency WHERE depends_on_id = :card) RETURNING id, board, status",
+                     {"reason": reason, "now": now, "card": card_id})
+    for dependent, board, _ in moved:
+        record_event(conn, board=board, card_id=dependent, kind="dependency_blocked",
+                     actor=actor, at=now, depends_on_id=card_id, reason=reason,
+                     **status_change(CardStatus.TODO, CardStatus.BLOCKED))
+    return sorted(dependent for dependent, _, _ in moved)
+
+
+def release_dependents(conn: Conn, card_id: int, now: datetime,
+                       actor: str = "system") -> list[int]:
+    """`card_id` was retried or completed: dependents it had blocked wait for it again (and
+    go on at once when it is done)."""
+    moved = conn.all("UPDATE card SET status = 'todo', error = NULL, updated_at = :now "
+                     "WHERE status = 'blocked' AND error LIKE :reason AND id IN (SELECT card_id "
+                     "FROM dependency WHERE depends_on_id = :card) RETURNING id, board",
+                     {"now": now, "card": card_id,
+                      "reason": f"{blocked_by_reason(card_id)}%"})
+    for dependent, board in moved:
+        record_event(conn, board=board, card_id=dependent, kind="dependency_released",
+                     actor=actor, at=now, depends_on_id=card_id,
+                     **status_change(CardStatus.BLOCKED, CardStatus.TODO))
+    ids = sorted(dependent for dependent, _ in moved)
+    promote_ready(conn, now, candidates=ids, actor=actor)
+    return ids

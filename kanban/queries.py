@@ -31,7 +31,8 @@ from kanban.states import TERMINAL, CardStatus
 
 BOARD_ORDER = (
     CardStatus.SCHEDULED, CardStatus.TODO, CardStatus.READY, CardStatus.RUNNING,
-    CardStatus.BLOCKED, CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED,
+    CardStatus.WAITING, CardStatus.BLOCKED, CardStatus.DONE, CardStatus.FAILED,
+    CardStatus.CANCELLED,
 )
 MAX_PAGE = 500
 
@@ -126,11 +127,14 @@ def status_counts(conn: Conn, board: str | None = None) -> dict[str, int]:
 
 
 def status_counts_plan(board: str | None = None) -> Plan[dict[str, int]]:
-    where = "archived_at IS NULL" + (" AND board = :board" if board is not None else "")
-    rows = yield Query(f"SELECT status, count(*) FROM card WHERE {where} GROUP BY status",
-                       {"board": board})
+    """Unarchived cards per column, from the counts the card triggers keep (migration 12)."""
+    if board is None:
+        rows = yield Query("SELECT status, sum(n) FROM card_count GROUP BY status")
+    else:
+        rows = yield Query("SELECT status, n FROM card_count WHERE board = :board",
+                           {"board": board})
     counts = {str(s): 0 for s in BOARD_ORDER}
-    counts.update({status: n for status, n in rows})
+    counts.update({status: int(n) for status, n in rows})
     return counts
 
 

@@ -62,6 +62,9 @@ class CardRecord(_Record):
     key: str | None = None
     skills: str | None = None
     workspace: str | None = None  # NULL: scratch
+    role: str = "leaf"  # leaf or orchestrator (may delegate while above max_depth)
+    waiting_on: str | None = None  # JSON: the delegation a waiting card waits on
+    resume_base: int = 0  # runs of later attempts continue one conversation
 
     @property
     def skill_names(self) -> tuple[str, ...]:

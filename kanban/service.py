@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kanban.approvals import ApprovalRecord
     from kanban.claims import ClaimFilter
     from kanban.edits import CardEdit
+    from kanban.gc import GcReport
     from kanban.search import SearchHit
     from kanban.stats import Stats
     from kanban.swarms import NewSwarm, Swarm
@@ -113,15 +114,29 @@ class Kanban:
     # transitions
     def complete(self, card_id: int, summary: str, *, actor: Actor = USER,
                  implicit: bool = False) -> CardRecord:
-        if actor.claim_token is not None and self.db.dialect == "postgresql":
+        if (actor.claim_token is not None and self.db.dialect == "postgresql"
+                and not self._may_be_awaited(card_id)):
             from kanban import pg_statements  # one statement, promotions included
 
             return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
                                           claim_token=actor.claim_token, actor=actor.name,
                                           implicit=implicit)
         with self.db.write() as conn:
-            return transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
-                                        implicit=implicit)
+            transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
+                                 implicit=implicit)
+            return cards.get_card(conn, card_id)
+
+    def _may_be_awaited(self, card_id: int) -> bool:
+        """A delegated card (or one a delegation may reuse by key) can end a card's wait:
+        its completion must go through kanban.transitions to resume that card at once."""
+        with self.db.read() as conn:
+            row = conn.one("SELECT parent_id, key FROM card WHERE id = :id", {"id": card_id})
+        return row is None or row[0] is not None or row[1] is not None
+
+    def resume_settled(self) -> list[int]:
+        """Safety net: waiting cards whose children have all finished go back to ready."""
+        with self.db.write() as conn:
+            return transitions.resume_settled(conn, now=self.clock())
 
     def block(self, card_id: int, reason: str, *, actor: Actor = USER) -> CardRecord:
         with self.db.write() as conn:
@@ -140,6 +155,17 @@ class Kanban:
         with self.db.write() as conn:
             return transitions.retry(conn, card_id, now=self.clock())
 
+    def retry_all(self, board: str, status: str, *,
+                  since: datetime | None = None) -> tuple[list[int], list[str]]:
+        """Requeue every `status` card of a board (finished since `since`) in one go."""
+        from kanban.cards import require_board
+        from kanban.states import CardStatus
+
+        with self.db.write() as conn:
+            require_board(conn, board)
+            return transitions.retry_all(conn, board, CardStatus(status), now=self.clock(),
+                                         since=since)
+
     def archive(self, card_id: int) -> CardRecord:
         with self.db.write() as conn:
             return transitions.archive(conn, card_id, now=self.clock())
@@ -152,8 +178,25 @@ class Kanban:
             return claims.release_due(conn, now=self.clock())
 
     def promote_ready(self) -> list[int]:
-        with self.db.write() as conn:
-            return dependencies.promote_ready(conn, self.clock())
+        """The safety sweep behind the promotions completions make: found under a read
+        snapshot, promoted in small write transactions (rechecked there)."""
+        with self.db.read() as conn:
+            found = dependencies.promotable(conn)
+        promoted: list[int] = []
+        for start in range(0, len(found), dependencies.SWEEP_BATCH):
+            with self.db.write() as conn:
+                promoted += dependencies.promote_ready(
+                    conn, self.clock(), candidates=found[start:start + dependencies.SWEEP_BATCH])
+        return promoted
+
+    def collect_garbage(self, home: Path, *, older_than: timedelta, batch: int = 500,
+                        board: str | None = None) -> GcReport:
+        """Archive finished cards older than `older_than` and prune what they left behind,
+        in short write transactions (see kanban.gc)."""
+        from kanban import gc
+
+        return gc.collect(self.db, home, older_than=older_than, now=self.clock(),
+                          board=board, batch=batch)
 
     def create_swarm(self, new: NewSwarm) -> Swarm:
         """Workers, verifier and synthesizer (and a planner without parts): one transaction."""

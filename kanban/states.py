@@ -13,6 +13,7 @@ class CardStatus(StrEnum):
     READY = "ready"
     RUNNING = "running"
     BLOCKED = "blocked"
+    WAITING = "waiting"  # on the children it delegated to; holds no worker
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -35,6 +36,8 @@ class Action(StrEnum):
     CANCEL = "cancel"
     RETRY = "retry"
     ARCHIVE = "archive"
+    WAIT = "wait"  # a run delegated: the card waits on its children
+    RESUME = "resume"  # the children it waited on finished
 
 
 class Outcome(StrEnum):
@@ -48,6 +51,7 @@ class Outcome(StrEnum):
     HANDED_BACK = "handed_back"  # returned unfinished through no fault of the card
     CANCELLED = "cancelled"
     FAILED = "failed"
+    WAITING = "waiting"  # delegated; the conversation resumes when the children finish
 
 
 S = CardStatus
@@ -65,6 +69,8 @@ ALLOWED: dict[Action, frozenset[CardStatus]] = {
     Action.CANCEL: UNFINISHED,
     Action.RETRY: TERMINAL,
     Action.ARCHIVE: TERMINAL,
+    Action.WAIT: frozenset({S.RUNNING}),
+    Action.RESUME: frozenset({S.WAITING}),
 }
 
 _REASONS = {

@@ -15,7 +15,14 @@ from typing import Any
 
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
-from kanban.dependencies import demote_dependents, promote_dependents, unfinished_dependencies
+from kanban.children import SETTLED, Delegation, unsettled, waiting_on
+from kanban.dependencies import (
+    block_dependents,
+    demote_dependents,
+    promote_dependents,
+    release_dependents,
+    unfinished_dependencies,
+)
 from kanban.errors import CardNotFound, InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import CardRecord
@@ -99,6 +106,9 @@ def _move(
         run_id = _close_run(conn, card_id, outcome, now, error=data.get("error"))
     record_event(conn, board=row[0], card_id=card_id, run_id=run_id, kind=kind or action,
                  actor=actor.name, at=now, **status_change(frm, to, **data))
+    if to in SETTLED:  # the last child to finish wakes the card waiting on it
+        for waiter in waiting_on(conn, row[0], card_id):
+            resume_if_settled(conn, waiter, now=now, actor=Actor(f"card:#{card_id}"))
     return str(row[0])
 
 
@@ -112,13 +122,15 @@ def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
 
 
 def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
-             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> CardRecord:
+             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> None:
+    """The hot end of every card: four statements, no re-read (callers that show the card
+    read it themselves)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
     _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
           outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
                                              "finished_at": now}, implicit=implicit)
+    release_dependents(conn, card_id, now, actor=actor.name)
     promote_dependents(conn, card_id, now)
-    return get_card(conn, card_id)
 
 
 def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
@@ -142,8 +154,16 @@ def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
 
 def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
+    """Cancel a card; a waiting card's unfinished children go with it (nobody awaits them)."""
+    row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
     _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
           outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    block_dependents(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
+                     actor=actor.name)
+    if row is not None and row[0] == CardStatus.WAITING:
+        for child in unsettled(conn, Delegation.from_json(row[1]).children):
+            cancel(conn, child, now=now, actor=Actor(actor.name),
+                   reason=f"its parent #{card_id} was cancelled")
     return get_card(conn, card_id)
 
 
@@ -162,11 +182,33 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
     to = _status_after_deps(conn, card_id)
     _move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
         "result": None, "error": None, "finished_at": None, "archived_at": None,
-        "run_after": now, "retry_base": card.attempt,
+        "run_after": now, "retry_base": card.attempt, "resume_base": card.attempt,
+        "waiting_on": None,
     })
     if card.status == CardStatus.DONE:
         demote_dependents(conn, card_id, now, actor=actor.name)
+    else:
+        release_dependents(conn, card_id, now, actor=actor.name)
     return get_card(conn, card_id)
+
+
+def retry_all(conn: Conn, board: str, status: CardStatus, *, now: datetime,
+              since: datetime | None = None, actor: Actor = USER) -> tuple[list[int], list[str]]:
+    """Retry every unarchived `status` card of `board` (finished since `since`): the ids
+    requeued, and why any could not be."""
+    check(Action.RETRY, status, 0)
+    sql = ("SELECT id FROM card WHERE board = :board AND status = :status AND "
+           "archived_at IS NULL" + (" AND finished_at >= :since" if since is not None else ""))
+    ids = conn.column(sql + " ORDER BY id", {"board": board, "status": status, "since": since})
+    done, refused = [], []
+    for card_id in ids:
+        try:
+            retry(conn, card_id, now=now, actor=actor)
+        except InvalidTransition as exc:  # its key is held by an unfinished card
+            refused.append(exc.message)
+            continue
+        done.append(card_id)
+    return done, refused
 
 
 def archive(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> CardRecord:
@@ -186,6 +228,7 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
     error = error[:v.MAX_COMMENT]
     _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
+    block_dependents(conn, card_id, f"failed: {error}", now, actor=actor.name)
     return get_card(conn, card_id)
 
 
@@ -201,6 +244,7 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
         _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
+        block_dependents(conn, card_id, f"failed: {msg}", now, actor=actor.name)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
@@ -228,6 +272,43 @@ def hand_back(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Ac
           outcome=outcome, kind="handed_back",
           values={"run_after": run_after, "retry_base": int(base) + 1}, error=reason)
     return get_card(conn, card_id)
+
+
+def wait(conn: Conn, card_id: int, delegation: Delegation, *, now: datetime,
+         actor: Actor) -> CardRecord:
+    """A run delegated: the card waits on its children, holding no worker. The run spends
+    no attempt; if the children are already finished the card is ready again at once."""
+    base = conn.scalar("SELECT retry_base FROM card WHERE id = :id", {"id": card_id})
+    if base is None:
+        raise CardNotFound(card_id)
+    _move(conn, card_id, Action.WAIT, CardStatus.WAITING, actor=actor, now=now,
+          outcome=Outcome.WAITING, kind="waiting",
+          values={"waiting_on": delegation.to_json(), "retry_base": int(base) + 1},
+          children=list(delegation.children))
+    resume_if_settled(conn, card_id, now=now, actor=actor)
+    return get_card(conn, card_id)
+
+
+def resume_if_settled(conn: Conn, card_id: int, *, now: datetime, actor: Actor) -> bool:
+    """A waiting card whose children have all finished goes back to ready (its next claim
+    resumes the conversation); True if it did."""
+    row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
+    if row is None or row[0] != CardStatus.WAITING:
+        return False
+    delegation = Delegation.from_json(row[1])
+    if unsettled(conn, delegation.children):
+        return False
+    _move(conn, card_id, Action.RESUME, CardStatus.READY, actor=Actor(actor.name), now=now,
+          kind="resumed", values={"run_after": now}, children=list(delegation.children))
+    return True
+
+
+def resume_settled(conn: Conn, *, now: datetime) -> list[int]:
+    """Every waiting card whose children have all finished, back to ready (a safety net:
+    the last child's transition does this itself)."""
+    waiting = conn.column("SELECT id FROM card WHERE status = 'waiting' ORDER BY id")
+    return [card_id for card_id in waiting
+            if resume_if_settled(conn, card_id, now=now, actor=Actor("system"))]
 
 
 def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: datetime,

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 from kanban.state.errors import DatabaseError, KanbanError
 from kanban.state.plans import Plan, Query, Rows, column_names
-from kanban.state.sqlite import BUSY_TIMEOUT_MS, describe_error
+from kanban.state.sqlite import BUSY_TIMEOUT_MS
+from kanban.state.sqlite_errors import translate
 from kanban.state.store import Database, pyformat
 
 T = TypeVar("T")
@@ -138,7 +139,7 @@ class _SQLiteConn(AsyncConn):
             cursor = await self.raw.execute(query.sql, query.params)
             found = await cursor.fetchall()
         except sqlite3.DatabaseError as exc:
-            raise DatabaseError(describe_error(getattr(self.owner, "path", None), exc)) from exc
+            raise translate(getattr(self.owner, "path", None), exc) from exc
         return Rows.of(found, column_names(cursor.description))
 
 
@@ -156,13 +157,13 @@ class AsyncSQLiteDatabase(AsyncDatabase):
             raw = await aiosqlite.connect(self.path, isolation_level=None,
                                           timeout=BUSY_TIMEOUT_MS / 1000)
         except sqlite3.DatabaseError as exc:
-            raise DatabaseError(describe_error(self.path, exc)) from None
+            raise translate(self.path, exc) from None
         try:
             await raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             await raw.execute("PRAGMA query_only = ON")  # this store never writes
         except sqlite3.DatabaseError as exc:
             await raw.close()
-            raise DatabaseError(describe_error(self.path, exc)) from None
+            raise translate(self.path, exc) from None
         return raw
 
     async def _close_raw(self, raw: Any) -> None:
@@ -173,7 +174,7 @@ class AsyncSQLiteDatabase(AsyncDatabase):
         try:
             await raw.execute("BEGIN")
         except sqlite3.DatabaseError as exc:
-            raise DatabaseError(describe_error(self.path, exc)) from exc
+            raise translate(self.path, exc) from exc
         try:
             yield _SQLiteConn(self, raw)
         finally:

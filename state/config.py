@@ -57,6 +57,11 @@ class Profile:
     network: bool = True  # false: commands run without a network; web tools refuse
     sandbox: str = "auto"  # auto: bwrap when it works here | required: refuse without | off
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
+    role: str = "leaf"  # orchestrator: its delegated cards may delegate in turn (issue 16)
+    # A root card's budget for its whole tree (itself and every card below it): no child
+    # starts, and no more are delegated, once the tree has spent it.
+    tree_token_budget: int | None = None
+    tree_max_cost: float | None = None  # dollars
 
     def resolved_model(self, env: Mapping[str, str]) -> str:
         """The model spec; with no API key configured the default is the scripted demo."""
@@ -258,7 +263,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "max_children_per_card": (1, 1000), "child_timeout_s": (1, 7 * _DAY),
     "child_max_attempts": (1, 100), "child_max_turns": (1, 1000),
     "timeout_s": (1, 7 * _DAY), "max_turns": (1, 1000), "token_budget": (1, 10**9),
-    "max_concurrent": (1, 1024), "max_attempts": (1, 100),
+    "max_concurrent": (1, 1024), "max_attempts": (1, 100), "tree_token_budget": (1, 10**12),
 }
 
 
@@ -306,6 +311,8 @@ def _listed(values: Any, key: str) -> Any:
 def _check_profile(profile: Profile, where: str) -> None:
     if profile.api not in (None, "chat", "responses"):
         raise ConfigError(f"{where}.api must be \"chat\" or \"responses\"")
+    if profile.role not in ("leaf", "orchestrator"):
+        raise ConfigError(f"{where}.role must be \"leaf\" or \"orchestrator\"")
     if profile.reasoning not in (None, "low", "medium", "high"):
         raise ConfigError(f"{where}.reasoning must be \"low\", \"medium\" or \"high\"")
     if profile.sandbox not in ("auto", "required", "off"):

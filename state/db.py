@@ -9,6 +9,7 @@ from kanban.state.errors import DatabaseError
 from kanban.state.migrations import check_version, migrate
 from kanban.state.paths import DbLocation
 from kanban.state.sqlite import SQLiteDatabase, create_file
+from kanban.state.sqlite_errors import translate
 from kanban.state.store import Database
 
 
@@ -65,7 +66,7 @@ def _check_before_use(path: Path) -> None:
     try:
         conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise DatabaseError(f"cannot open the database ({path}): {exc}") from None
+        raise translate(path, exc) from None
     try:
         tables = {row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -74,8 +75,7 @@ def _check_before_use(path: Path) -> None:
             version = conn.execute("SELECT coalesce(max(id), 0) FROM schema_migration"
                                    ).fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise DatabaseError(f"the database file is corrupt or not a kanban database "
-                            f"({path}): {exc}") from None
+        raise translate(path, exc) from None
     finally:
         conn.close()
     check_version(version, str(path))

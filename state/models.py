@@ -72,6 +72,9 @@ class Card(SQLModel, table=True):
             **_where("status = 'running'"),
         ),
         Index("ix_card_board_status", "board", "status"),
+        # The cards waiting on dependencies and the running ones, in id order.
+        Index("ix_card_todo", "id", **_where("status = 'todo'")),
+        Index("ix_card_running", "id", **_where("status = 'running'")),
         # The board view: a column's first cards without sorting the whole column.
         Index("ix_card_board_column", "board", "status", text("priority DESC"), "id",
               **_where("archived_at IS NULL")),
@@ -121,6 +124,21 @@ class Card(SQLModel, table=True):
     key: str | None = Field(default=None, max_length=200)  # idempotency key (`add --key`)
     skills: str | None = None  # comma-separated skill names
     workspace: str | None = None  # scratch (NULL), dir:PATH, worktree or parent
+    # Durable delegation (migration 8): leaf or orchestrator; the delegation a waiting card
+    # waits on (JSON); runs of attempts above resume_base continue one conversation.
+    role: str = Field(default="leaf", max_length=16)
+    waiting_on: str | None = None
+    resume_base: int = 0
+
+
+class CardCount(SQLModel, table=True):
+    """Each board's column counts (unarchived cards per status), kept by triggers."""
+
+    __tablename__ = "card_count"
+
+    board: str = Field(primary_key=True, max_length=64)
+    status: str = Field(primary_key=True, max_length=16)
+    n: int
 
 
 class Dependency(SQLModel, table=True):
@@ -377,3 +395,45 @@ for _table, _columns in _FTS_SOURCES.items():
     for _statement in _fts_statements(_table, _columns):
         event.listen(SQLModel.metadata, "after_create",
                      DDL(_statement).execute_if(dialect="sqlite"))
+
+
+# The column counts follow every insert, delete and change of a card's status, archive time
+# or board (the same statements as migration 10).
+_COUNT_UP = ("INSERT INTO card_count (board, status, n) VALUES (new.board, new.status, 1) "
+             "ON CONFLICT (board, status) DO UPDATE SET n = n + 1;")
+_COUNT_DOWN = "UPDATE card_count SET n = n - 1 WHERE board = old.board AND status = old.status;"
+_COUNT_SQLITE = [
+    f"CREATE TRIGGER card_count_insert AFTER INSERT ON card WHEN new.archived_at IS NULL "
+    f"BEGIN {_COUNT_UP} END",
+    f"CREATE TRIGGER card_count_delete AFTER DELETE ON card WHEN old.archived_at IS NULL "
+    f"BEGIN {_COUNT_DOWN} END",
+    "CREATE TRIGGER card_count_leave AFTER UPDATE OF status, archived_at, board ON card "
+    "WHEN old.archived_at IS NULL AND (new.status IS NOT old.status OR new.archived_at IS NOT "
+    f"NULL OR new.board IS NOT old.board) BEGIN {_COUNT_DOWN} END",
+    "CREATE TRIGGER card_count_enter AFTER UPDATE OF status, archived_at, board ON card "
+    "WHEN new.archived_at IS NULL AND (new.status IS NOT old.status OR old.archived_at IS NOT "
+    f"NULL OR new.board IS NOT old.board) BEGIN {_COUNT_UP} END",
+]
+_COUNT_POSTGRES = [
+    """CREATE FUNCTION card_count_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' AND OLD.archived_at IS NULL THEN
+        UPDATE card_count SET n = n - 1 WHERE board = OLD.board AND status = OLD.status;
+    END IF;
+    IF TG_OP <> 'DELETE' AND NEW.archived_at IS NULL THEN
+        INSERT INTO card_count (board, status, n) VALUES (NEW.board, NEW.status, 1)
+        ON CONFLICT (board, status) DO UPDATE SET n = card_count.n + 1;
+    END IF;
+    RETURN NULL;
+END $$""",
+    "CREATE TRIGGER card_count_insert_delete AFTER INSERT OR DELETE ON card FOR EACH ROW "
+    "EXECUTE FUNCTION card_count_change()",
+    "CREATE TRIGGER card_count_update AFTER UPDATE OF status, archived_at, board ON card "
+    "FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR (OLD.archived_at IS NULL) "
+    "<> (NEW.archived_at IS NULL) OR OLD.board IS DISTINCT FROM NEW.board) "
+    "EXECUTE FUNCTION card_count_change()",
+]
+for _dialect, _statements in (("sqlite", _COUNT_SQLITE), ("postgresql", _COUNT_POSTGRES)):
+    for _statement in _statements:
+        event.listen(SQLModel.metadata, "after_create",
+                     DDL(_statement).execute_if(dialect=_dialect))

@@ -59,3 +59,31 @@ def retry_transient(
                     raise
             else:
                 time.sleep(delay)
+
+
+# Faults of the host rather than of a busy lock or an absent server: a worker meeting one
+# for long gives its card back (without spending an attempt) instead of waiting on.
+HOST_FAULTS = frozenset({"read_only", "full", "io", "wal_missing"})
+HOST_FAULT_PATIENCE_S = 3.0
+
+
+class HostFaultPatience:
+    """An `on_retry` for retry_transient that gives up (re-raising) once faults of the host
+    have lasted `patience_s` in a row; other retries are passed on to `then`."""
+
+    def __init__(self, patience_s: float = HOST_FAULT_PATIENCE_S,
+                 then: Callable[[TransientDatabaseError, float], None] | None = None) -> None:
+        self.patience_s = patience_s
+        self.then = then
+        self.since: float | None = None
+
+    def __call__(self, exc: TransientDatabaseError, delay: float) -> None:
+        if exc.kind in HOST_FAULTS:
+            now = time.monotonic()
+            self.since = self.since if self.since is not None else now
+            if now + delay - self.since > self.patience_s:
+                raise exc
+        else:
+            self.since = None
+        if self.then is not None:
+            self.then(exc, delay)

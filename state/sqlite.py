@@ -9,18 +9,41 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kanban.state.errors import DatabaseError
-from kanban.state.store import Conn, Database
+from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
+from kanban.state.retry import Backoff
+from kanban.state.sqlite_errors import IO, describe_error, is_busy, translate
+from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
 from kanban.state.timeutil import utcnow
 
 BUSY_TIMEOUT_MS = 30_000
+PATIENCE_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock, all tries included
+BUSY_SLICE_S = 1.0  # SQLite's own busy handler waits this long per try; then a jittered pause
+_BEGIN_BACKOFF = Backoff(first_s=0.02, cap_s=0.5)
+# The write probe, run by a fresh interpreter: prints "code<TAB>message" on failure.
+_PROBE = f"""
+import sqlite3, sys
+try:
+    c = sqlite3.connect(sys.argv[1], timeout={BUSY_SLICE_S}, isolation_level=None)
+    c.execute("BEGIN IMMEDIATE")
+    c.execute({PROBE_INSERT!r}, {{"key": sys.argv[2]}})
+    c.execute({PROBE_DELETE!r}, {{"key": sys.argv[2]}})
+    c.execute("COMMIT")
+except sqlite3.Error as e:
+    print(f"{{getattr(e, 'sqlite_errorcode', '')}}\t{{e}}")
+    sys.exit(1)
+"""
+
+__all__ = ["BUSY_TIMEOUT_MS", "SQLiteDatabase", "create_file", "describe_error"]
 
 
 def _time_text(value: datetime) -> str:
@@ -40,6 +63,14 @@ def create_file(path: Path) -> None:
         folder.mkdir(exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(fd)
+    # Before the first page is written: freed pages can go back to the file system in
+    # small steps (`kanban gc`), instead of only a whole-file VACUUM.
+    raw = sqlite3.connect(path, isolation_level=None)
+    try:
+        raw.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        raw.execute("PRAGMA journal_mode = WAL")
+    finally:
+        raw.close()
 
 
 class SQLiteDatabase(Database):
@@ -55,6 +86,8 @@ class SQLiteDatabase(Database):
         self._local = threading.local()
         self._all: set[sqlite3.Connection] = set()
         self._lock = threading.Lock()
+        self.patience_s = PATIENCE_S
+        self.corrupt: str | None = None  # set on meeting a corrupt page: no more writes
         ref = weakref.ref(self)
 
         def forget_in_child() -> None:
@@ -70,10 +103,12 @@ class SQLiteDatabase(Database):
 
     def connect(self) -> sqlite3.Connection:
         """A new connection with the pragmas every kanban connection runs with."""
-        raw = sqlite3.connect(self.file, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+        # SQLite's busy handler waits one slice; _begin() retries slices up to patience_s.
+        busy_ms = int(1000 * max(0.05, min(self.patience_s, BUSY_SLICE_S)))
+        raw = sqlite3.connect(self.file, timeout=busy_ms / 1000, isolation_level=None,
                               check_same_thread=False, cached_statements=256)
         try:
-            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
             raw.execute("PRAGMA journal_mode = WAL")
             raw.execute(f"PRAGMA synchronous = {self.synchronous}")
             raw.execute("PRAGMA foreign_keys = ON")
@@ -102,12 +137,13 @@ class SQLiteDatabase(Database):
     def _transaction(self, begin: str) -> Iterator[Conn]:
         local = self._local
         nested = getattr(local, "busy", False)
+        if begin != "BEGIN" and self.corrupt is not None:
+            raise CorruptDatabaseError(self.corrupt)
         raw = None
         try:
-            raw = self.connect() if nested else self._held()
             if not nested:
                 local.busy = True
-            raw.execute(begin)
+            raw = self._begin(begin, nested)
             try:
                 yield Conn(raw, "sqlite")
             except BaseException:
@@ -120,12 +156,62 @@ class SQLiteDatabase(Database):
                 self._discard(raw, nested)
             if isinstance(exc, sqlite3.IntegrityError):
                 raise  # a programming error, not the database's state
-            raise DatabaseError(describe_error(self.path, exc)) from exc
+            raise self._translate(exc) from exc
         finally:
             if nested and raw is not None:
                 raw.close()
             elif not nested:
                 local.busy = False
+
+    def _begin(self, begin: str, nested: bool) -> sqlite3.Connection:
+        """A connection in a transaction. A busy lock is waited out in slices (SQLite's own
+        handler within one, a jittered pause between) until patience_s, then one
+        TransientDatabaseError: the body has not run yet, so nothing is in doubt."""
+        deadline = time.monotonic() + self.patience_s
+        attempt = 0
+        while True:
+            raw = None
+            try:
+                raw = self.connect() if nested else self._held()
+                raw.execute(begin)
+                return raw
+            except sqlite3.OperationalError as exc:
+                if nested and raw is not None:
+                    raw.close()  # a short-lived connection of its own
+                if not is_busy(exc):
+                    raise
+                pause = _BEGIN_BACKOFF.delay(attempt)
+                attempt += 1
+                if time.monotonic() + pause >= deadline:
+                    raise
+                time.sleep(pause)
+
+    def probe_write(self) -> None:
+        """In a fresh process: within this one SQLite reuses the file descriptors of closed
+        connections, so a probe here could still write where a new worker cannot (an
+        immutable file opens read-only elsewhere)."""
+        if self.corrupt is not None:
+            raise CorruptDatabaseError(self.corrupt)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", _PROBE, str(self.path), PROBE_KEY],
+                capture_output=True, text=True, timeout=max(5.0, self.patience_s + 2))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TransientDatabaseError(f"cannot probe the database ({self.path}): {exc}",
+                                         kind=IO) from None
+        if done.returncode == 0:
+            return
+        code, _, text = done.stdout.strip().partition("\t")
+        error = sqlite3.OperationalError(text or done.stderr.strip()[-300:] or "probe failed")
+        if code.isdigit():
+            error.sqlite_errorcode = int(code)
+        raise self._translate(error)
+
+    def _translate(self, exc: sqlite3.Error) -> DatabaseError:
+        error = translate(self.path, exc)
+        if isinstance(error, CorruptDatabaseError):
+            self.corrupt = error.message
+        return error
 
     def _rollback(self, raw: sqlite3.Connection, nested: bool) -> None:
         try:
@@ -162,14 +248,3 @@ class SQLiteDatabase(Database):
                 raw.close()
         self._local = threading.local()
 
-
-def describe_error(path: Path | None, exc: sqlite3.DatabaseError) -> str:
-    text = str(exc)
-    where = f" ({path})" if path else ""
-    if "file is not a database" in text or "malformed" in text:
-        return f"the database file is corrupt or not a kanban database{where}: {text}"
-    if "readonly" in text or "read-only" in text:
-        return f"the database is read-only{where}"
-    if "unable to open" in text:
-        return f"cannot open the database{where}: {text}"
-    return f"database error{where}: {text}"

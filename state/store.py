@@ -20,6 +20,10 @@ from kanban.state.timeutil import utcnow
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 
+PROBE_KEY = "write-probe"
+PROBE_INSERT = "INSERT INTO setting (key, value) VALUES (:key, 'probe')"
+PROBE_DELETE = "DELETE FROM setting WHERE key = :key"
+
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -114,6 +118,13 @@ class Database:
         """A connection for one self-contained statement (PostgreSQL runs it without
         BEGIN/COMMIT); elsewhere an ordinary write transaction."""
         return self.write()
+
+    def probe_write(self) -> None:
+        """A small real write, undone in the same transaction, as a newly started process
+        would make it: proof that workers can use the database again."""
+        with self.write() as conn:
+            conn.run(PROBE_INSERT, {"key": PROBE_KEY})
+            conn.run(PROBE_DELETE, {"key": PROBE_KEY})
 
     def clock(self) -> datetime:
         """Now, as this store records it: the process's clock (PostgreSQL: the server's)."""

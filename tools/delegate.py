@@ -12,8 +12,8 @@ from typing import Any
 from kanban import children, control
 from kanban import toolsets as names
 from kanban.agent.types import ToolResult
-from kanban.children import ChildStatus, ChildTask
-from kanban.errors import ValidationError
+from kanban.children import ChildStatus, ChildTask, Delegation
+from kanban.errors import LimitExceeded, ValidationError
 from kanban.skills import SkillCatalog
 from kanban.state.config import Config, Profile
 from kanban.tools.registry import Tool, ToolRegistry
@@ -33,13 +33,23 @@ class LeadScope:
     config: Config
     model: str | None  # the children's model unless their profile names one
     on_progress: Callable[[list[ChildStatus]], None] = field(default=lambda statuses: None)
-    poll_s: float = 0.1
+    poll_s: float = 1.0  # the longest sleep between looks at the children
+    # Sleeps until the board changes or `poll_s` passes (the lead passes a change watcher)
+    wait_change: Callable[[float], object] = field(default=time.sleep)
     delegated: list[int] = field(default_factory=list)
     home: Path = field(default_factory=Path.cwd)  # relative dir: workspaces start here
     skills: SkillCatalog = field(default_factory=SkillCatalog)  # what children may be given
+    # A worker's orchestrator does not wait in its process: delegate ends the run and the
+    # card waits (kanban.transitions.wait) with this delegation, resumed when it is settled.
+    waits: bool = False
+    pending: list[int] = field(default_factory=list)  # a batch being waited for in-process
+    own_toolsets: tuple[str, ...] | None = None  # None: the lead profile's
+    delegation: Delegation | None = None
 
     @property
     def toolsets(self) -> tuple[str, ...]:
+        if self.own_toolsets is not None:
+            return self.own_toolsets
         return self.config.profile(LEAD_PROFILE).toolsets
 
 
@@ -85,6 +95,7 @@ def _tasks(args: dict[str, Any], scope: LeadScope) -> tuple[list[ChildTask], lis
             model=profile.model or scope.model, workspace=workspace,
             timeout_s=min(limits.child_timeout_s, profile.timeout_s),
             max_attempts=min(limits.child_max_attempts, profile.max_attempts),
+            role=item.get("role", profile.role),
         ))
         dropped.append(lost)
     return tasks, dropped
@@ -96,13 +107,20 @@ def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
     with kb.db.read() as conn:
         paused = control.pause_state(conn, scope.card.board).paused
         running = children.unfinished_children(conn, scope.card.card_id)
+        made = children.child_count(conn, scope.card.card_id)
+        spent = children.tree_budget_spent(conn, scope.card.card_id, scope.config)
     if paused:
         return "spawning is paused; no cards were created (ask a person to run `kanban resume`)"
+    if spent:
+        return f"{spent}; no cards were created: finish with what you have"
     if not tasks:
         return "no tasks given"
     if len(tasks) > limits.max_children_per_call:
         return (f"too many tasks in one call: {len(tasks)} (the limit is "
                 f"{limits.max_children_per_call}); split the work or merge tasks")
+    if made + len(tasks) > limits.max_children_per_card:
+        return (f"#{scope.card.card_id} has delegated {made} cards; {len(tasks)} more would "
+                f"exceed the limit of {limits.max_children_per_card} per card")
     if len(running) + len(tasks) > limits.max_concurrent_children:
         return (f"{len(running)} children are still unfinished; {len(tasks)} more would exceed "
                 f"the limit of {limits.max_concurrent_children} at once")
@@ -114,6 +132,9 @@ def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
 
 
 def delegate(args: dict[str, Any], scope: LeadScope) -> ToolResult:
+    if scope.delegation is not None:
+        return ToolResult(f"you already delegated to {_cards(scope.delegation.children)} in "
+                          "this turn; their results come when they finish", is_error=True)
     unknown = sorted({t.get("profile", "default") for t in args["tasks"]}
                      - set(routable(scope.config)))
     if unknown:
@@ -124,20 +145,40 @@ def delegate(args: dict[str, Any], scope: LeadScope) -> ToolResult:
     if refusal:
         return ToolResult(refusal, is_error=True)
     limits = scope.config.limits
-    with scope.card.fenced() as conn:
-        ids = children.add_children(
-            conn, scope.card.card_id, tasks, model=scope.model, timeout_s=limits.child_timeout_s,
-            max_attempts=limits.child_max_attempts, max_depth=limits.max_depth,
-            now=scope.card.kb.clock(), max_children=limits.max_children_per_card)
+    try:
+        with scope.card.fenced() as conn:
+            ids = children.add_children(
+                conn, scope.card.card_id, tasks, model=scope.model,
+                timeout_s=limits.child_timeout_s, max_attempts=limits.child_max_attempts,
+                max_depth=limits.max_depth, now=scope.card.kb.clock(),
+                max_children=limits.max_children_per_card)  # checked again, in the write
+    except LimitExceeded as exc:
+        return ToolResult(exc.message, is_error=True)
     scope.delegated.extend(ids)
+    if scope.waits:  # the run ends here; the card waits and resumes with report()
+        scope.delegation = Delegation(tuple(ids), not_granted=tuple(dropped))
+        return ToolResult(f"delegated to {_cards(ids)}; this run ends now and resumes with "
+                          "their results when they finish", ends_run=True)
+    scope.pending = ids
     statuses = wait_for(scope, ids, deadline=time.monotonic() + _patience(scope, len(ids)))
-    report = []
-    for status, lost in zip(statuses, dropped, strict=True):
+    scope.pending = []
+    return ToolResult(report(statuses, dropped))
+
+
+def report(statuses: Sequence[ChildStatus], dropped: Sequence[dict[str, str]]) -> str:
+    """The delegate call's result: each child's status and summary, and what was not granted."""
+    items = []
+    for index, status in enumerate(statuses):
         item = status.to_json()
+        lost = dropped[index] if index < len(dropped) else None
         if lost:
             item["toolsets_not_granted"] = lost
-        report.append(item)
-    return ToolResult(json.dumps({"children": report}, ensure_ascii=False))
+        items.append(item)
+    return json.dumps({"children": items}, ensure_ascii=False)
+
+
+def _cards(ids: Sequence[int]) -> str:
+    return ", ".join(f"#{i}" for i in ids)
 
 
 def _patience(scope: LeadScope, count: int) -> float:
@@ -166,7 +207,7 @@ def wait_for(scope: LeadScope, ids: list[int], *, deadline: float) -> list[Child
             cancel_children(scope, [s.id for s in statuses if not s.settled], reason=reason)
             with kb.db.read() as conn:
                 return children.children_status(conn, ids)
-        time.sleep(scope.poll_s)
+        scope.wait_change(scope.poll_s)
 
 
 def cancel_children(scope: LeadScope, ids: list[int], *, reason: str) -> None:
@@ -207,6 +248,9 @@ def tool_for(config: Config) -> Tool:
             "after": {"type": "array", "items": {"type": "integer", "minimum": 0}},
             "key": {"type": "string", "minLength": 1, "maxLength": 200},
             "skills": {"type": "array", "items": {"type": "string"}},
+            "role": {"type": "string", "enum": ["leaf", "orchestrator"], "description": (
+                "orchestrator: the child may delegate in turn, within max_depth "
+                f"({config.limits.max_depth}); default: leaf")},
         },
         "required": ["title", "goal"],
         "additionalProperties": False,

@@ -56,7 +56,7 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
     if args.get("result"):
         summary = f"{summary}\n\n{args['result']}"
     summary = scope.on_complete(summary)
-    with _finishing(scope), scope.fenced() as conn:
+    with _finishing(scope), scope.fenced(proven=True) as conn:
         transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
                              actor=scope.actor)
     scope.finished = "completed"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 from kanban.errors import LeaseLost
 from kanban.service import Kanban
 from kanban.state.errors import TransientDatabaseError
-from kanban.state.retry import Backoff, retry_transient
+from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
 from kanban.state.store import Conn
 from kanban.transitions import Actor, assert_lease
 
@@ -60,12 +60,15 @@ class WorkerScope:
                             "this worker must stop")
 
     @contextmanager
-    def fenced(self) -> Iterator[Conn]:
-        """A write transaction that first proves this worker still holds its lease."""
+    def fenced(self, *, proven: bool = False) -> Iterator[Conn]:
+        """A write transaction that first proves this worker still holds its lease;
+        `proven`: the change is itself fenced by the claim token (a transition with
+        `self.actor`), so no read first."""
         try:
             self.check_lease()
             with self.kb.db.write() as conn:
-                assert_lease(conn, self.card_id, self.claim_token)
+                if not proven:
+                    assert_lease(conn, self.card_id, self.claim_token)
                 yield conn
         except LeaseLost as exc:
             self.on_lease_lost(exc.message)
@@ -73,7 +76,8 @@ class WorkerScope:
 
     def write(self, change: Callable[[Conn], T], *, fenced: bool = True) -> T:
         """`change` in a (fenced) write transaction, tried again while the database is away;
-        the tries end with the lease (LeaseLost: the worker stops)."""
+        the tries end with the lease (LeaseLost: the worker stops), or after a few seconds
+        of a fault of the host (read-only, full, I/O), which the worker reports as such."""
 
         def once() -> T:
             if fenced:
@@ -82,4 +86,5 @@ class WorkerScope:
             with self.kb.db.write() as conn:
                 return change(conn)
 
-        return retry_transient(once, backoff=WRITE_RETRY, on_retry=_say_retry)
+        return retry_transient(once, backoff=WRITE_RETRY,
+                               on_retry=HostFaultPatience(then=_say_retry))

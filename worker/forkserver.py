@@ -9,6 +9,7 @@ environment. EOF on stdin shuts the server down (workers keep running).
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
@@ -16,12 +17,15 @@ import selectors
 import signal
 import sys
 import traceback
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kanban.state.store import Database
 
 EXIT_INTERNAL = 70
+EXIT_INFRA = 74  # as worker/main.py: the host failed it
+HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
 
 
 def preload(db_target: str | None, providers: list[str]) -> Database | None:
@@ -30,14 +34,20 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
     Only the SDKs of `providers` are imported; a worker needing another imports it itself.
     No connection stays open: none may cross a fork.
     """
+    import tomllib  # noqa: F401  (every worker reads its config: the last import after a fork)
+
     import kanban.agent.scripts  # noqa: F401
     import kanban.tools.catalog  # noqa: F401
     import kanban.worker.main  # noqa: F401
-    from kanban import agent
+    from kanban import agent, toolsets
+    from kanban.agent.user_hooks import hook_points
     from kanban.state import open_database
     from kanban.state.paths import DbLocation
 
     agent.preload(providers)
+    # The installed plug-ins, scanned once here rather than in every worker (~30 ms each).
+    hook_points()
+    toolsets.plugins()
     if db_target is None:
         return None
     db = open_database(DbLocation(db_target, "env"))
@@ -68,12 +78,19 @@ def run_child(request: dict[str, Any], inherited: list[int], db: Database | None
                     else None)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+    except OSError as exc:
+        if exc.errno in HOST_ERRNOS:  # no space for its workspace or log: not the card's fault
+            code = EXIT_INFRA
+        with suppress(OSError):
+            traceback.print_exc()
     except BaseException:
-        traceback.print_exc()
+        with suppress(OSError):
+            traceback.print_exc()
     finally:
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            with suppress(OSError):
+                sys.stdout.flush()
+                sys.stderr.flush()
         finally:
             os._exit(code)
 
@@ -88,6 +105,11 @@ def _redirect(log_path: str) -> None:
     os.close(null)
 
 
+class DispatcherGone(Exception):
+    """Nobody reads our reports any more: the dispatcher died. Its workers run on (a new
+    dispatcher requeues their cards); this server leaves without a word."""
+
+
 class ForkServer:
     def __init__(self, stdin_fd: int, out_fd: int, db: Database | None) -> None:
         self.db = db
@@ -99,7 +121,10 @@ class ForkServer:
         self.buffer = b""
 
     def send(self, message: dict[str, Any]) -> None:
-        os.write(self.out_fd, (json.dumps(message) + "\n").encode())
+        try:
+            os.write(self.out_fd, (json.dumps(message) + "\n").encode())
+        except (BrokenPipeError, ConnectionResetError):
+            raise DispatcherGone from None
 
     def serve(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -163,7 +188,8 @@ def main() -> None:
     db = preload(args[0] if args and args[0] else None, providers)
     gc.collect()
     gc.freeze()  # keep forked workers from copying pages the collector would touch
-    ForkServer(0, out_fd, db).serve()
+    with suppress(DispatcherGone):
+        ForkServer(0, out_fd, db).serve()
 
 
 def db_target(db: Database) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -15,15 +16,17 @@ from kanban.agent.interrupt import Interrupt
 from kanban.agent.limits import StopReason
 from kanban.agent.loop import AgentResult
 from kanban.cards import NewCard
-from kanban.children import ChildStatus
+from kanban.children import ChildStatus, Delegation
+from kanban.dispatcher.wake import change_watcher
 from kanban.errors import KanbanError
+from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.skills import SkillCatalog
 from kanban.state.config import Config
 from kanban.state.errors import ConfigError
 from kanban.textsafety import clean_text
 from kanban.tools import delegate
-from kanban.tools.delegate import LEAD_PROFILE, LeadScope, cancel_children
+from kanban.tools.delegate import LEAD_PROFILE, LeadScope
 from kanban.tools.registry import Toolbox
 from kanban.tools.scope import WorkerScope
 from kanban.validation import MAX_SUMMARY
@@ -35,11 +38,11 @@ from kanban.worker.runtime import build_runtime, key_values
 from kanban.worker.toolbox import RedactingToolbox
 from kanban.worker.transcript import transcript_caps
 
-SYSTEM = """You lead a team of workers on a kanban board.
+LEAD_SYSTEM = """You lead a team of workers on a kanban board.
 Split the goal into a few independent subtasks and hand them out with the `delegate` tool
 (each: a title, a goal, context; `after` lists earlier tasks of the same call that must finish
 first; `profile` picks who does it, and its description says what that worker can do).
-delegate waits for the workers and returns each child's status and summary.
+delegate's result, once the workers have finished, is each child's status and summary.
 When you have what you need, answer the goal in plain text; that answer ends your run."""
 OFFLINE_LEAD = "scripted:lead-demo"
 
@@ -79,14 +82,24 @@ def children_model(lead_spec: str) -> str | None:
     return None if lead_spec.startswith("scripted:") else lead_spec
 
 
+def lead_card(goal: str, context: str, board: str, model: str) -> NewCard:
+    """The lead's card: an orchestrator any dispatcher's worker can run or resume."""
+    title = goal.strip().splitlines()[0][:200] if goal.strip() else goal
+    return NewCard(title=title, goal=goal, context=context, board=board, created_by="lead",
+                   model=model, profile=LEAD_PROFILE, role="orchestrator")
+
+
+def add_lead(kb: Kanban, *, goal: str, context: str, board: str, model: str) -> int:
+    """The lead's card, ready for a dispatcher (`kanban run --detach`)."""
+    with kb.db.write() as conn:
+        return cards.add_card(conn, lead_card(goal, context, board, model), kb.clock()).id
+
+
 def start_lead(kb: Kanban, *, goal: str, context: str, board: str, model: str,
                lease_s: float) -> claims.Claim:
     """Create the lead's card and claim it in one transaction, so no dispatcher takes it."""
-    title = goal.strip().splitlines()[0][:200] if goal.strip() else goal
     with kb.db.write() as conn:
-        card = cards.add_card(conn, NewCard(title=title, goal=goal, context=context, board=board,
-                                            created_by="lead", model=model,
-                                            profile=LEAD_PROFILE), kb.clock())
+        card = cards.add_card(conn, lead_card(goal, context, board, model), kb.clock())
         return claims.claim_card(conn, card.id, now=kb.clock(), lease_s=lease_s,
                                  host=socket.gethostname())
 
@@ -108,6 +121,8 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
     secrets = sorted({*secrets_in(env), *key_values(profile, env)}, key=len, reverse=True)
     activity, interrupt = Activity(max_turns=profile.max_turns), Interrupt()
     heartbeat = HeartbeatThread(scope, activity=activity, interrupt=interrupt)
+    watcher, woken = change_watcher(kb.db), threading.Event()
+    lead.wait_change = lambda timeout: watcher.wait(timeout, woken)  # children's changes wake
     heartbeat.start()
     try:
         try:
@@ -121,7 +136,7 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
             message = redact(exc.message, secrets)
             _finish(scope, None, error=message)
             return LeadResult(claim.card_id, None, "error", message, ())
-        result = runtime.run(system=SYSTEM, prompt=_prompt(kb, claim.card_id),
+        result = runtime.run(system=LEAD_SYSTEM, prompt=lead_prompt(kb.card(claim.card_id)),
                              toolbox=RedactingToolbox(Toolbox([delegate.tool_for(config)],
                                                               lead), secrets),
                              hooks=LeadHooks(scope, activity, secrets=secrets,
@@ -130,13 +145,11 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
             result = replace(result, error=redact(result.error, secrets))
     except BaseException:
         with suppress(KanbanError):  # leave the board consistent, whatever stopped us
-            cancel_children(lead, lead.delegated, reason="the lead was interrupted")
-            with kb.db.write() as conn:
-                transitions.cancel(conn, claim.card_id, now=kb.clock(), reason="interrupted",
-                                   actor=scope.actor)
+            leave_resumable(lead)
         raise
     finally:
         heartbeat.stop()
+        watcher.close()
     return _settle(scope, result, tuple(lead.delegated))
 
 
@@ -147,8 +160,21 @@ def _workspace(config: Config, claim: claims.Claim) -> Path | None:
     return config.path.parent / "workspaces" / claim.board / str(claim.card_id)
 
 
-def _prompt(kb: Kanban, card_id: int) -> str:
-    card = kb.card(card_id)
+def leave_resumable(lead: LeadScope) -> None:
+    """The lead was stopped (Ctrl-C): a delegation under way becomes a wait on its children,
+    else the card goes back to ready. Its conversation is stored, so `kanban run --resume`
+    or any dispatcher continues it."""
+    scope = lead.card
+    with scope.fenced() as conn:
+        if lead.pending:
+            transitions.wait(conn, scope.card_id, Delegation(tuple(lead.pending)),
+                             now=scope.kb.clock(), actor=scope.actor)
+        else:
+            transitions.hand_back(conn, scope.card_id, "kanban run was interrupted",
+                                  now=scope.kb.clock(), actor=scope.actor)
+
+
+def lead_prompt(card: CardRecord) -> str:
     return f"Goal: {card.goal}" + (f"\n\nContext: {card.context}" if card.context else "")
 
 
@@ -175,3 +201,38 @@ def _finish(scope: WorkerScope, answer: str | None, *, error: str | None) -> Non
         else:
             transitions.fail(conn, scope.card_id, error or "no answer", now=scope.kb.clock(),
                              actor=scope.actor)
+
+
+def follow(kb: Kanban, card_id: int, *,
+           on_progress: Callable[[list[ChildStatus]], None] | None = None,
+           still_served: Callable[[], str | None] | None = None,
+           poll_s: float = 1.0) -> LeadResult:
+    """Watch a card (woken by the board's changes, as a dispatcher is) until it is done,
+    failed or cancelled; its children's statuses go to `on_progress`. `still_served` says
+    why waiting is pointless (no dispatcher left), or None."""
+    from kanban.children import children_status
+    from kanban.states import TERMINAL
+
+    watcher, woken = change_watcher(kb.db), threading.Event()
+    try:
+        while True:
+            with kb.db.read() as conn:
+                card = cards.get_card(conn, card_id)
+                kids = conn.column("SELECT id FROM card WHERE parent_id = :id ORDER BY id",
+                                   {"id": card_id})
+                statuses = children_status(conn, kids)
+            if on_progress is not None:
+                on_progress(statuses)
+            if card.status in TERMINAL:
+                answer = card.result if card.status == "done" else None
+                error = None if answer else (card.error or f"the lead is {card.status}")
+                return LeadResult(card.id, answer, card.status, error, tuple(kids),
+                                  usage={"input_tokens": card.input_tokens,
+                                         "output_tokens": card.output_tokens},
+                                  cost=card.cost)
+            reason = still_served() if still_served is not None else None
+            if reason is not None:
+                raise KanbanError(f"#{card_id} is {card.status} and {reason}")
+            watcher.wait(poll_s, woken)
+    finally:
+        watcher.close()

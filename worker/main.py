@@ -5,12 +5,14 @@ Exit codes tell the dispatcher what the worker already recorded (see EXIT_*).
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +23,10 @@ from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.limits import Limits, StopReason
 from kanban.agent.loop import AgentResult
+from kanban.agent.scripted import resume_scripts
+from kanban.agent.types import Message
 from kanban.attachments import Attachments
+from kanban.children import tree_budget_spent
 from kanban.errors import KanbanError, LeaseLost, ValidationError
 from kanban.events import record_event
 from kanban.records import CardRecord
@@ -30,7 +35,7 @@ from kanban.state import open_database
 from kanban.state.config import Config, worker_config
 from kanban.state.errors import ConfigError, DatabaseError, TransientDatabaseError
 from kanban.state.paths import DbLocation
-from kanban.state.retry import Backoff, retry_transient
+from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
 from kanban.state.store import Database
 from kanban.states import Outcome
 from kanban.textsafety import clean_text
@@ -41,14 +46,14 @@ from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.handoff import receive
 from kanban.worker.heartbeat import HeartbeatThread
-from kanban.worker.hooks import WorkerHooks
 from kanban.worker.materials import place_materials
+from kanban.worker.orchestrator import opening, orchestrator_scope, wait
 from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
+from kanban.worker.resume import stored_conversation
 from kanban.worker.runtime import build_runtime, key_values
 from kanban.worker.sandboxing import card_network, choose_runner, harden
 from kanban.worker.script import run_script
-from kanban.worker.transcript import transcript_caps
 from kanban.worker.watchdog import Watchdog
 from kanban.workspaces import WORKTREE, Workspace
 
@@ -58,6 +63,9 @@ COMMAND_TOOLSETS = ("terminal",)  # toolsets whose tools start commands
 
 EXIT_OK = 0  # the worker recorded the outcome itself
 EXIT_FATAL = 3  # a fatal error; the card was failed
+# The host's faults, not the card's: no space, read-only file system, I/O, quota.
+HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
+EXIT_INFRA = 74  # the database could not be opened or written: the host's fault, not the card's
 EXIT_LEASE_LOST = 75  # the lease was lost; nothing more was written
 EXIT_BAD_ENV = 78  # the worker was started without its environment
 
@@ -104,10 +112,10 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
     runner = PlainRunner()
     _stop_commands_on_sigterm(runner)
     try:
-        db = db or retry_transient(lambda: open_database(location), patience_s=wenv.lease_s)
+        db = db or retry_transient(lambda: open_database(location),
+                                   patience_s=min(5.0, wenv.lease_s / 2))
     except DatabaseError as exc:
-        print(f"kanban worker: {exc}", file=sys.stderr)
-        return EXIT_LEASE_LOST  # nothing was written; the lease runs out and is rescued
+        return _infrastructure(exc)
     # A write waits a fraction of the lease at a time: the lease is checked between tries.
     db.patience_s = min(db.patience_s, max(0.5, wenv.lease_s / 6))
     try:
@@ -117,8 +125,22 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
         except ConfigError as exc:  # never a quiet fallback to defaults (or the demo model)
             return _fail(_scope(kb, wenv, None), f"config: {exc.message}")
         return run_card(kb, wenv, config, env, runner=runner, home=location.home)
+    except DatabaseError as exc:
+        return _infrastructure(exc)
+    except OSError as exc:
+        if exc.errno not in HOST_ERRNOS:
+            raise
+        return _infrastructure(DatabaseError(f"{exc.strerror} ({exc.filename or 'a file'})"))
     finally:
         db.dispose()
+
+
+def _infrastructure(exc: DatabaseError) -> int:
+    """The host failed the worker (database unwritable, full or corrupt; a full disk): one
+    line for the dispatcher, which hands the card back without spending an attempt."""
+    with suppress(OSError):  # the log may be on the full disk
+        print(f"kanban worker: database: {exc.message}", file=sys.stderr, flush=True)
+    return EXIT_INFRA
 
 
 def _stop_commands_on_sigterm(runner: Runner) -> None:
@@ -190,7 +212,7 @@ def _retrying(scope: WorkerScope, fn: Callable[[], T]) -> T:
         print(f"kanban worker: database unavailable ({exc}); retrying in {delay:.1f}s",
               file=sys.stderr, flush=True)
 
-    return retry_transient(attempt, backoff=RETRY, on_retry=say)
+    return retry_transient(attempt, backoff=RETRY, on_retry=HostFaultPatience(then=say))
 
 
 @dataclass(frozen=True)
@@ -253,26 +275,39 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                                 env=env, runner=runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
+        lead = orchestrator_scope(scope, card, plan, config, setting.home)
         try:
-            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench)
+            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench,
+                                    orchestrator=lead)
         except ConfigError as exc:  # a plug-in that does not load
             heartbeat.stop()
             return _fail(scope, redact(exc.message, secrets))
         except KanbanError as exc:  # an MCP server that does not start: try again later
             heartbeat.stop()
             return _requeue(scope, redact(exc.message, secrets))
+        spent = _retrying(scope, lambda: _tree_spent(scope.kb, card, config))
+        if spent:  # a child may not start once its tree's budget is gone
+            heartbeat.stop()
+            return _fail(scope, f"not started: {spent}", code=EXIT_OK)
+        restored = _retrying(scope, lambda: _stored(scope.kb, card, wenv.run_id))
         print(f"card #{card.id} attempt {card.attempt}: model {runtime.model.name}, toolsets "
-              f"{','.join(plan.toolsets)}, workspace {workspace.path}", flush=True)
-        result = runtime.run(system=plan.system, prompt=list(plan.opening),
-                             toolbox=tools.RedactingToolbox(toolbox, secrets),
-                             hooks=WorkerHooks(scope, activity, secrets=secrets,
-                                               caps=transcript_caps(plan.profile)))
+              f"{','.join(plan.toolsets)}{', delegate' if lead else ''}, workspace "
+              f"{workspace.path}"
+              + (f"; resuming {len(restored)} stored messages" if restored else ""), flush=True)
+        if restored:  # an offline script goes on where the stored answers leave it
+            resume_scripts(runtime.model, sum(m.role == "assistant" for m in restored))
+        start = opening(scope, card, plan, lead, restored, activity, secrets)
+        result = runtime.run(system=start.system, prompt=start.prompt,
+                             toolbox=tools.RedactingToolbox(toolbox, secrets), hooks=start.hooks)
     finally:
         heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
         if bench is not None and bench.mcp is not None:
             bench.mcp.close()
     if result.error:  # providers may echo a key back in an error message
         result = replace(result, error=redact(result.error, secrets))
+    if lead is not None and lead.delegation is not None and not scope.finished:
+        wait(scope, lead.delegation, result)
+        return EXIT_OK
     return settle(scope, result, runtime.limits)
 
 
@@ -290,6 +325,18 @@ def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: 
             kind="sandbox", actor=scope.actor.name, at=scope.kb.clock(),
             runner=choice.runner.name, note=choice.note))
     return choice.runner
+
+
+def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
+    if card.parent_id is None:
+        return None  # a root's own budget is its profile's (token_budget, max_cost)
+    with kb.db.read() as conn:
+        return tree_budget_spent(conn, card.id, config)
+
+
+def _stored(kb: Kanban, card: CardRecord, run_id: int) -> list[Message] | None:
+    with kb.db.read() as conn:
+        return stored_conversation(conn, card, run_id)
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,
@@ -378,4 +425,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["EXIT_FATAL", "EXIT_LEASE_LOST", "EXIT_OK", "WorkerEnv", "main", "run_card"]
+__all__ = ["EXIT_FATAL", "EXIT_INFRA", "EXIT_LEASE_LOST", "EXIT_OK", "WorkerEnv", "main",
+           "run_card"]

@@ -101,7 +101,7 @@ def settle(scope: WorkerScope, result: CommandResult, stderr: Path,
         return 0
     text, _ = result.read_head_tail(MAX_SUMMARY - 500)
     summary = redact(text, secrets).rstrip() or "(the script printed nothing)"
-    with scope.fenced() as conn:
+    with scope.fenced(proven=True) as conn:
         transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
                              actor=scope.actor)
     return 0

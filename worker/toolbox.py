@@ -11,7 +11,9 @@ from kanban.agent.types import Toolbox as AgentToolbox
 from kanban.agent.types import ToolCall, ToolResult, ToolSpec
 from kanban.records import CardRecord
 from kanban.state.config import Config, Profile
+from kanban.tools import delegate
 from kanban.tools.catalog import REGISTRY
+from kanban.tools.delegate import LeadScope
 from kanban.tools.registry import Tool, Toolbox
 from kanban.tools.runner import Runner
 from kanban.tools.scope import WorkerScope
@@ -54,11 +56,16 @@ def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: Work
 
 
 def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
-            bench: Workbench) -> Toolbox:
+            bench: Workbench, *, orchestrator: LeadScope | None = None) -> Toolbox:
     """Registry tools of the built-in and plug-in toolsets, plus the tools of MCP servers
-    (started here, so the model sees their tools). McpError if a server does not start."""
+    (started here, so the model sees their tools), plus `delegate` for an orchestrator.
+    McpError if a server does not start."""
     registered: list[str] = []
     extra: list[Tool] = []
+    contexts: dict[str, object] = {}
+    if orchestrator is not None:
+        extra.append(delegate.tool_for(config))
+        contexts[delegate.TOOLSET] = orchestrator
     servers = [t.removeprefix("mcp:") for t in toolsets if t.startswith("mcp:")]
     if servers:
         from kanban.tools.mcp import McpServers
@@ -74,7 +81,7 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
             names.load_plugin(name, REGISTRY)
         registered.append(name)
     # The board's toolsets (kanban, skills) act for the card; the others work in its workspace.
-    contexts = {name: bench for name in registered if name not in (names.ALWAYS, SKILLS)}
+    contexts.update({name: bench for name in registered if name not in (names.ALWAYS, SKILLS)})
     return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra)
 
 

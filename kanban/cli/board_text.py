@@ -30,6 +30,8 @@ def header(snapshot: BoardSnapshot) -> str:
         parts.append(f"dispatcher: alive (pid {pids[0]})")
     else:
         parts.append(f"dispatchers: {len(pids)} alive (pids {', '.join(pids)})")
+    if any(d.breaker is not None for d in snapshot.dispatchers):
+        parts.append("circuit breaker open: not claiming")
     return " · ".join(parts)
 
 

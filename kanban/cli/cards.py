@@ -164,15 +164,19 @@ def show(ctx: click.Context, card_id: int, as_json: bool) -> None:
     kanban = open_kanban(ctx)
     detail = kanban.detail(card_id, board=board_filter(ctx))
     approvals = kanban.approvals(card_id)
+    from kanban.cli.reads import tree_totals
+
+    totals = tree_totals(kanban, card_id)
     if as_json:
-        output.print_json({**detail.to_json(), "approvals": [a.to_json() for a in approvals]})
+        output.print_json({**detail.to_json(), "approvals": [a.to_json() for a in approvals],
+                           "tree": totals.to_json()})
         return
     from kanban.cli.plain import card_view
     from kanban.cli.reads import child_tree
 
     tree = child_tree(kanban, card_id)
     output.out_lines(card_view(detail, tree, full=not output.is_terminal(),
-                               approvals=approvals))
+                               approvals=approvals, totals=totals))
 
 
 @command()

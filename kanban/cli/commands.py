@@ -43,6 +43,8 @@ COMMANDS: dict[str, Entry] = {
     "retry": Entry("kanban.cli.moves:retry",
                    "Queue a done, failed or cancelled card again with fresh attempts."),
     "archive": Entry("kanban.cli.moves:archive", "Hide a finished card from the board and lists."),
+    "gc": Entry("kanban.cli.gc:gc", "Archive finished cards past an age; prune their "
+                                    "transcripts, events, logs, workspaces."),
     "workspace": Entry("kanban.cli.work:workspace",
                        "Print the directory a card's worker works in (its workspace), and nothing "
                        "else."),
@@ -54,6 +56,12 @@ COMMANDS: dict[str, Entry] = {
     "pause": Entry("kanban.cli.boards:pause", "Stop dispatchers from claiming cards; running "
                                               "cards go on."),
     "resume": Entry("kanban.cli.boards:resume", "Let dispatchers claim cards again."),
+    "check": Entry("kanban.cli.maintenance:check",
+                   "Verify the database file and the board's invariants (exit 1 if anything is "
+                   "wrong)."),
+    "backup": Entry("kanban.cli.maintenance:backup",
+                    "Write a consistent copy of the database to PATH, safely while dispatchers "
+                    "work."),
     "status": Entry("kanban.cli.project:status",
                     "Show the version, database, config, card counts, dispatchers and workers."),
     "dispatch": Entry("kanban.cli.runtime:dispatch",

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kanban.cli import output
-from kanban.cli.base import board_of, command, config_of, location_of, open_kanban
+from kanban.cli.base import (
+    board_filter,
+    board_of,
+    command,
+    config_of,
+    location_of,
+    open_kanban,
+)
+from kanban.cli.params import CARD_ID
 from kanban.cli.swarm import create as create_swarm
 from kanban.cli.swarm import (
     follow_live,
@@ -35,7 +43,7 @@ if TYPE_CHECKING:
 
 
 @command()
-@click.argument("goal")
+@click.argument("goal", required=False)
 @click.option("--model", "-m", metavar="SPEC",
               help="The lead's model: openai:MODEL, anthropic:MODEL or scripted:NAME "
                    "(default: the lead/default profile; offline without an API key).")
@@ -49,6 +57,15 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True,
               help="Print the answer, card ids and token usage as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the answer.")
+@click.option("--detach", is_flag=True,
+              help="Add the lead as a card for the board's dispatchers, print its id and "
+                   "return at once (follow it with --attach ID).")
+@click.option("--attach", "attach_id", type=CARD_ID, metavar="ID",
+              help="Follow lead card ID live until it answers (a dispatcher must serve the "
+                   "board).")
+@click.option("--resume", "resume_id", type=CARD_ID, metavar="ID",
+              help="Continue lead card ID (after Ctrl-C, say) from its stored conversation: "
+                   "runs a dispatcher if none serves the board, and follows it.")
 @click.option("--swarm", "as_swarm", is_flag=True,
               help="Run the goal as a swarm instead (see `kanban swarm`): workers, a verifier "
                    "and a synthesizer, followed live until the answer.")
@@ -57,23 +74,38 @@ if TYPE_CHECKING:
 @verifier_option
 @synthesizer_option
 @click.pass_context
-def run(ctx: click.Context, goal: str, model: str | None, context: str,
+def run(ctx: click.Context, goal: str | None, model: str | None, context: str,
         max_children: int | None, max_concurrent: int | None, child_timeout: float | None,
-        as_json: bool, quiet: bool, as_swarm: bool, workers: int | None,
+        as_json: bool, quiet: bool, detach: bool, attach_id: int | None,
+        resume_id: int | None, as_swarm: bool, workers: int | None,
         parts: tuple[str, ...], verifier: str, synthesizer: str) -> None:
     """Give a goal to a lead agent: it delegates subtasks as cards, waits, answers.
 
     GOAL is what you want done, in plain words; `-` reads it from stdin. Uses a running
     `kanban dispatch` for the board if there is one; otherwise runs a dispatcher for as
     long as the command runs. A model that cannot be used (unknown, no API key) is
-    refused before anything is stored. Ctrl-C cancels the lead's children and exits 130.
-    With --swarm, the goal goes to a swarm and its synthesizer's result is the answer.
+    refused before anything is stored. Ctrl-C exits 130 and leaves the lead resumable:
+    its children go back to the queue, and `kanban run --resume ID` (or any dispatcher)
+    continues it from its stored conversation. With --swarm, the goal goes to a swarm and
+    its synthesizer's result is the answer.
     """
     from kanban.agent.model import resolve_model
     from kanban.dispatcher.embedded import dispatcher_for
     from kanban.skills import load_catalog
-    from kanban.worker.lead import lead_model, run_lead, start_lead
+    from kanban.worker.lead import add_lead, lead_model, run_lead, start_lead
 
+    chosen = [flag for flag, given in (("GOAL", goal is not None), ("--attach", attach_id),
+                                       ("--resume", resume_id)) if given]
+    if len(chosen) != 1:
+        raise click.UsageError("give a GOAL, or --attach ID, or --resume ID" if not chosen
+                               else f"{' and '.join(chosen)} cannot be used together")
+    if attach_id is not None or resume_id is not None:
+        if detach or as_swarm:
+            raise click.UsageError("--detach and --swarm need a GOAL")
+        _follow(ctx, attach_id or resume_id or 0, start=resume_id is not None,
+                as_json=as_json, quiet=quiet)
+        return
+    assert goal is not None
     goal = _read_goal(goal)
     if as_swarm:
         made = create_swarm(ctx, goal, workers=workers, parts=parts, verifier=verifier,
@@ -87,16 +119,66 @@ def run(ctx: click.Context, goal: str, model: str | None, context: str,
                          max_concurrent_children=max_concurrent, child_timeout_s=child_timeout)
     spec = lead_model(config, os.environ, model)
     resolve_model(spec, env=os.environ)  # refuse a bad model or a missing key now
+    if detach:
+        card_id = add_lead(kb, goal=goal, context=context, board=board, model=spec)
+        output.out(str(card_id))
+        if not quiet:
+            output.note(f"lead #{card_id} added to board {board!r}; follow it with "
+                        f"`kanban run --attach {card_id}`")
+        return
     claim = start_lead(kb, goal=goal, context=context, board=board, model=spec,
                        lease_s=config.limits.lease_s)
     chatty = not quiet  # notes go to stderr, so --json keeps them
     if chatty:
         output.note(f"lead #{claim.card_id} on board {board!r} with {spec}")
-    with dispatcher_for(kb, location, board) as embedded, _Progress(chatty) as progress:
-        if embedded is None and chatty:
-            output.note("using the running dispatcher")
-        result = run_lead(kb, claim, config=config, model_spec=spec,
-                          on_progress=progress.update, skills=load_catalog(location.home))
+    try:
+        with dispatcher_for(kb, location, board) as embedded, _Progress(chatty) as progress:
+            if embedded is None and chatty:
+                output.note("using the running dispatcher")
+            result = run_lead(kb, claim, config=config, model_spec=spec,
+                              on_progress=progress.update, skills=load_catalog(location.home))
+    except KeyboardInterrupt:
+        output.note(f"interrupted: lead #{claim.card_id} can go on with "
+                    f"`kanban run --resume {claim.card_id}`")
+        raise
+    _report(kb, result, spec, board, as_json=as_json, chatty=chatty)
+
+
+def _follow(ctx: click.Context, card_id: int, *, start: bool, as_json: bool,
+            quiet: bool) -> None:
+    """--attach (watch) and --resume (watch, with a dispatcher running meanwhile)."""
+    from kanban import control
+    from kanban.dispatcher.embedded import dispatcher_for
+    from kanban.worker.lead import follow
+
+    kb = open_kanban(ctx)
+    card = kb.card(card_id, board=board_filter(ctx))
+    chatty = not quiet
+
+    def served() -> str | None:
+        with kb.db.read() as conn:
+            alive = control.serving_dispatchers(conn, card.board, kb.clock())
+        return None if alive else f"no live dispatcher serves board {card.board!r}"
+
+    if start:
+        if card.status in ("failed", "cancelled"):
+            raise KanbanError(f"#{card_id} is {card.status}; `kanban retry {card_id}` starts "
+                              "it again")
+        with dispatcher_for(kb, location_of(ctx), card.board) as embedded, \
+                _Progress(chatty) as progress:
+            if chatty:
+                output.note(f"resuming #{card_id}" + (
+                    " with the running dispatcher" if embedded is None else ""))
+            result = follow(kb, card_id, on_progress=progress.update)
+    else:
+        with _Progress(chatty) as progress:
+            result = follow(kb, card_id, on_progress=progress.update, still_served=served)
+    _report(kb, result, card.model or "", card.board, as_json=as_json, chatty=chatty)
+
+
+def _report(kb: Kanban, result: Any, spec: str, board: str, *, as_json: bool,
+            chatty: bool) -> None:
+    """The answer (stdout), the delegated cards' final states (stderr), or the error."""
     children = _final(kb, result.children)
     if as_json:
         output.print_json(_json(kb, result, spec, board, children))

@@ -17,7 +17,8 @@ from kanban.cli.params import SINCE
 if TYPE_CHECKING:
     from kanban.records import CardRecord
 
-STATES = ("scheduled", "todo", "ready", "running", "blocked", "done", "failed", "cancelled")
+STATES = ("scheduled", "todo", "ready", "running", "waiting", "blocked", "done", "failed",
+          "cancelled")
 DEFAULT_LIMIT = 50
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
 
 from kanban.cli import output
-from kanban.cli.base import command, open_kanban
-from kanban.cli.params import card_id_argument
+from kanban.cli.base import board_of, command, open_kanban
+from kanban.cli.params import CARD_ID, SINCE, card_id_argument
 from kanban.records import CardRecord
 
 
@@ -73,11 +75,34 @@ def cancel(ctx: click.Context, card_id: int, reason: str | None) -> None:
 
 
 @command()
-@card_id_argument()
+@click.argument("card_id", type=CARD_ID, metavar="[ID]", required=False)
+@click.option("--status", "status", type=click.Choice(["failed", "cancelled", "done"]),
+              help="Instead of one card: every card of the board in this state.")
+@click.option("--since", type=SINCE, metavar="WHEN",
+              help="With --status: only cards that finished since WHEN (30m, 2h, 3d or an "
+                   "ISO time).")
 @click.pass_context
-def retry(ctx: click.Context, card_id: int) -> None:
-    """Queue a done, failed or cancelled card again with fresh attempts."""
-    _moved(open_kanban(ctx).retry(card_id))
+def retry(ctx: click.Context, card_id: int | None, status: str | None,
+          since: datetime | None) -> None:
+    """Queue a done, failed or cancelled card again with fresh attempts.
+
+    `kanban retry --status failed [--board B] [--since 1h]` requeues in bulk.
+    """
+    if (card_id is None) == (status is None):
+        raise click.UsageError("give a card ID or --status STATE, not both", ctx)
+    if since is not None and status is None:
+        raise click.UsageError("--since goes with --status", ctx)
+    kanban = open_kanban(ctx)
+    if card_id is not None:
+        _moved(kanban.retry(card_id))
+        return
+    assert status is not None
+    requeued, refused = kanban.retry_all(board_of(ctx), status, since=since)
+    for reason in refused:
+        output.note(reason)
+    output.out(f"requeued {len(requeued)} {status} card(s)"
+               + (f": {', '.join(f'#{i}' for i in requeued)}" if 0 < len(requeued) <= 20
+                  else ""))
 
 
 @command()

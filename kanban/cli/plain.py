@@ -18,7 +18,9 @@ from kanban.state.timeutil import utcnow
 
 if TYPE_CHECKING:
     from kanban.approvals import ApprovalRecord
+    from kanban.children import TreeTotals
     from kanban.cli.reads import Status
+    from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
     from kanban.queries import LiveWorker
     from kanban.readmodels import ChildNode, Transcript
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 STATUS_STYLE = {
     "scheduled": "blue", "todo": "white", "ready": "cyan", "running": "yellow", "blocked": "red",
-    "done": "green", "failed": "bold red", "cancelled": "dim",
+    "waiting": "magenta", "done": "green", "failed": "bold red", "cancelled": "dim",
 }
 STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
 CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
@@ -75,8 +77,8 @@ def heading(label: str) -> str:
 
 
 def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
-              now: datetime | None = None,
-              approvals: Sequence[ApprovalRecord] = ()) -> list[str]:
+              now: datetime | None = None, approvals: Sequence[ApprovalRecord] = (),
+              totals: TreeTotals | None = None) -> list[str]:
     """One card in full; `full` shows long context whole (always so when piped)."""
     now = now or utcnow()
     c = detail.card
@@ -94,6 +96,10 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
     lines += _related("dependents", detail.dependents)
     if tree:
         lines += [heading("children"), f"#{c.id} {c.title}", *_tree(tree, "")]
+        if totals is not None:
+            lines.append(paint(f"tree: {plural(totals.cards, 'card')} · "
+                               f"{plural(totals.turns, 'turn')} · {totals.tokens:,} tokens · "
+                               f"{money(totals.cost)}", "dim"))
     if approvals:
         lines += [heading("approvals"), *(_approval_line(a) for a in approvals)]
     if detail.comments:
@@ -114,6 +120,11 @@ def _facts(c: CardRecord, now: datetime) -> str:
              f"by {c.created_by}", f"created {when(c.created_at)} ({age(c.created_at, now)} ago)"]
     if c.status == "scheduled":
         facts.insert(0, f"scheduled for {when(c.run_after)} ({until(c.run_after, now)})")
+    if c.status == "waiting" and c.waiting_on:
+        waits = json.loads(c.waiting_on).get("children", [])
+        facts.insert(0, "waiting on " + ", ".join(f"#{i}" for i in waits))
+    if c.role != "leaf":
+        facts.append(f"role {c.role}")
     if c.key is not None:
         facts.append(f"key {c.key}")
     if c.skills:
@@ -256,7 +267,7 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     lines += [paint(f"dispatcher {d.id}: pid {d.pid} on {d.host}"
                     + (f", board {d.board}" if d.board else "")
                     + f", since {when(d.started_at)}, heartbeat {age(d.heartbeat_at, now)} ago",
-                    "green") for d in s.dispatchers]
+                    "green") + breaker_text(d) for d in s.dispatchers]
     if s.sandbox:
         sandboxed = s.sandbox.startswith("bwrap (")
         lines.append(paint(f"commands: {s.sandbox}", "green" if sandboxed else "yellow"))
@@ -264,6 +275,15 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     lines += [f"  {line}" for line in worker_lines(s.workers, now)]
     lines += cron_lines(s.next_fires, now)
     return lines
+
+
+def breaker_text(d: DispatcherInfo) -> str:
+    """A dispatcher's open circuit breaker, on the line after it ("" while closed)."""
+    if d.breaker is None:
+        return ""
+    reason, since = d.breaker
+    return "\n" + paint(f"  circuit breaker open since {when(since)} (not claiming): {reason}",
+                         "bold red")
 
 
 def zone_time(at: datetime | None, timezone: str = "UTC") -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kanban.errors import BoardNotFound
 
 if TYPE_CHECKING:
+    from kanban.children import TreeTotals
     from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
     from kanban.queries import LiveWorker
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
 
 
 def dispatcher_json(d: DispatcherInfo) -> dict[str, Any]:
+    breaker = None if d.breaker is None else {"reason": d.breaker[0],
+                                              "since": d.breaker[1].isoformat()}
     return {"id": d.id, "host": d.host, "pid": d.pid, "started_at": d.started_at.isoformat(),
-            "heartbeat_at": d.heartbeat_at.isoformat()}
+            "heartbeat_at": d.heartbeat_at.isoformat(), "breaker": breaker}
 
 
 @dataclass(frozen=True)
@@ -104,3 +107,11 @@ def child_tree(kanban: Kanban, card_id: int) -> list[ChildNode]:
 
     with kanban.db.read() as conn:
         return run_plan(conn, child_tree_plan(card_id))
+
+
+def tree_totals(kanban: Kanban, card_id: int) -> TreeTotals:
+    """Turns, tokens and cost of a card and every card below it."""
+    from kanban.children import tree_totals as totals
+
+    with kanban.db.read() as conn:
+        return totals(conn, card_id)

@@ -20,7 +20,7 @@ from kanban.state.timeutil import utcnow
 from kanban.textsafety import visible
 
 MAIN_COLUMNS = ("todo", "ready", "running", "blocked", "done")
-EXTRA_COLUMNS = ("scheduled", "failed", "cancelled")
+EXTRA_COLUMNS = ("waiting", "scheduled", "failed", "cancelled")  # shown when not empty
 TITLE_LINES = 2
 FINISHED = frozenset({"done", "failed", "cancelled"})
 PIPE_WIDTH = 1_000_000  # piped output is never wrapped

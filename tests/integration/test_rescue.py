@@ -206,3 +206,53 @@ def test_a_worker_whose_config_is_missing_fails_its_card_clearly(kb: Kanban,
     assert after.status == "failed"
     assert after.error is not None and after.error.startswith("config:")
     assert "gone.toml" in after.error
+
+
+class _SleepSpawner:
+    """Starts a stand-in worker (a sleeping process in its own session) per request."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, request: object) -> int:
+        proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        self.procs.append(proc)
+        return proc.pid
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("slots", [1, 0])
+def test_a_claim_that_landed_while_its_call_failed_is_adopted(
+        kb: Kanban, dispatcher: Dispatcher, tmp_path: Path, slots: int) -> None:
+    """A COMMIT that reached the server as the connection dropped: the dispatcher saw an
+    error, yet the card is claimed under its id. After the outage it starts the worker
+    (or hands the card back unspent when no slot is free) instead of leaving the card
+    held until the lease runs out."""
+    card = kb.add_card(NewCard("claimed in doubt"))
+    landed = kb.claim(1, lease_s=LEASE_S, dispatcher_id=dispatcher.id,
+                      host=dispatcher.instance.host)[0]
+    (tmp_path / "workspaces").mkdir()
+    spawner = _SleepSpawner()
+    dispatcher.spawner = spawner  # type: ignore[assignment]
+    dispatcher.max_workers = slots
+    dispatcher._claims_in_doubt = True
+    try:
+        dispatcher.claim_and_spawn()
+        runs = runs_of(kb.db, card.id)
+        if slots:
+            assert [p.pid for p in spawner.procs] == [dispatcher.workers.by_card(card.id).pid]
+            assert kb.card(card.id).status == "running"
+            assert len(runs) == 1 and runs[0]["id"] == landed.run_id
+            dispatcher.record_processes()
+            assert runs_of(kb.db, card.id)[0]["pid"] == spawner.procs[0].pid
+        else:
+            assert spawner.procs == []
+            assert kb.card(card.id).status == "ready"
+            assert [r["outcome"] for r in runs] == [Outcome.HANDED_BACK]  # no attempt spent
+        assert dispatcher._claims_in_doubt is False
+    finally:
+        spawner.close()

@@ -15,7 +15,7 @@ from kanban.state.errors import ConfigError, DatabaseError, SchemaTooNewError
 from kanban.state.migrations import LATEST
 from kanban.state.paths import DbLocation, resolve_db
 from kanban.state.postgres import hide_password, normalise_url
-from kanban.state.sqlite import BUSY_TIMEOUT_MS, SQLiteDatabase
+from kanban.state.sqlite import BUSY_SLICE_S, SQLiteDatabase
 from tests.support.db import open_sqlite
 
 
@@ -129,7 +129,7 @@ def test_pragmas_hold_on_every_connection(tmp_path: Path, synchronous: str, leve
             pragmas = {name: conn.cursor().execute(f"PRAGMA {name}").fetchone()[0]
                        for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")}
             assert pragmas == {"journal_mode": "wal", "synchronous": level, "foreign_keys": 1,
-                               "busy_timeout": BUSY_TIMEOUT_MS}
+                               "busy_timeout": int(BUSY_SLICE_S * 1000)}
         for conn in conns:
             conn.close()
         with db.read() as conn:

@@ -15,7 +15,8 @@ import pytest
 
 from kanban import transitions
 from kanban.cards import NewCard
-from kanban.claims import ClaimFilter
+from kanban.children import Delegation, unfinished_children
+from kanban.claims import ClaimFilter, claim_card
 from kanban.records import CardRecord, Claim
 from kanban.service import Kanban
 from kanban.state.db import open_database
@@ -197,6 +198,13 @@ def fail(kb: Kanban, card_id: int, *, actor: Actor = DISPATCHER,
         return transitions.fail(conn, card_id, error, now=kb.clock(), actor=actor)
 
 
+def wait_on_children(kb: Kanban, card_id: int, *, actor: Actor = DISPATCHER) -> CardRecord:
+    """The card's run delegated: it waits on its unfinished children."""
+    with kb.db.write() as conn:
+        kids = tuple(unfinished_children(conn, card_id))
+        return transitions.wait(conn, card_id, Delegation(kids), now=kb.clock(), actor=actor)
+
+
 def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardRecord:
     """A new card brought to `status` through the API (a todo card gets a ready dependency)."""
     status = CardStatus(status)
@@ -212,6 +220,11 @@ def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardReco
         claim_one(kb, card.id)
     elif status is CardStatus.BLOCKED:
         kb.block(card.id, "needs a human")
+    elif status is CardStatus.WAITING:  # claimed by id: other cards may be ready too
+        with kb.db.write() as conn:
+            claim = claim_card(conn, card.id, now=kb.clock(), lease_s=LEASE_S, host="test")
+        kb.add_card(NewCard("child", parent_id=card.id))
+        wait_on_children(kb, card.id, actor=worker(claim))
     elif status is CardStatus.DONE:
         kb.complete(card.id, "finished by hand")
     elif status is CardStatus.FAILED:

@@ -14,7 +14,8 @@ from bench.report import Goal, Row, render_results, render_table
 
 # Rough sequential smoke times, to start the long ones first.
 SMOKE_SECONDS = {"postgres": 40, "recovery": 8, "latency": 6, "web": 6, "memory": 5,
-                 "throughput": 5, "daily": 4, "cli": 3, "claims": 2, "tools": 1}
+                 "throughput": 5, "daily": 4, "resume": 4, "cli": 3, "claims": 2,
+                 "scale": 2, "tools": 1}
 
 
 @pytest.fixture(scope="module")

@@ -253,3 +253,23 @@ def test_demo_script_ends_when_kanban_complete_ends_the_run() -> None:
     assert result.stop_reason is StopReason.COMPLETED
     assert result.text == "Completing the card."
     assert result.turns == 4
+
+
+def test_a_resumed_conversation_continues_the_script() -> None:
+    from kanban.agent.fallback import FallbackModel
+    from kanban.agent.scripted import resume_scripts
+
+    model = ScriptedModel([text("one"), tool_calls([("kanban_heartbeat", {})]), text("three")])
+    resume_scripts(FallbackModel([model]), 2)  # two stored answers: the third step is next
+    convo = [Message("user", "go"), Message("assistant", "one"), Message("user", "again")]
+    reply = model.complete(convo, ())
+    assert reply.text == "three" and model.remaining == ()
+    fresh = ScriptedModel([tool_calls([("kanban_heartbeat", {})])])
+    fresh.resume(3)
+    assert fresh.remaining == ()
+    resumed_ids = ScriptedModel([tool_calls([("a", {})])])
+    resumed_ids.resume(0)
+    assert resumed_ids.complete(convo, ()).tool_calls[0].id == "call_1_1"
+    later = ScriptedModel([text("x"), tool_calls([("a", {})])])
+    later.resume(1)  # ids stay unique within the resumed conversation
+    assert later.complete(convo, ()).tool_calls[0].id == "call_2_1"

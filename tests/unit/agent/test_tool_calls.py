@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kanban.agent import (
     run_agent,
     text,
     tool_calls,
+    user_hooks,
 )
 from kanban.agent.tool_calls import AFTER_END_TEXT
 from kanban.agent.user_hooks import (
@@ -188,6 +190,8 @@ def test_hooks_load_from_config_names_and_entry_points(monkeypatch: pytest.Monke
 
     monkeypatch.setattr("kanban.agent.user_hooks.entry_points",
                         lambda group: [Point(), Broken()] if group == "kanban.hooks" else [])
+    # scanned once per process: this test scans the patched set into a cache of its own
+    monkeypatch.setattr(user_hooks, "hook_points", cache(user_hooks.hook_points.__wrapped__))
     errors: list[tuple[str, str]] = []
     hooks = load_hooks({"on_finish": ["json:dumps"]}, context={"card_id": 7},
                        on_error=lambda name, message: errors.append((name, message)))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from kanban import transitions
 from kanban.cards import NewCard
 from kanban.errors import CardNotFound, DependencyError
 from kanban.service import Kanban
 from kanban.state.store import Database
 from kanban.states import CardStatus
-from tests.support.db import event_count, events_of, put_card_in, status_events
+from kanban.transitions import Actor
+from tests.support.db import claim_one, event_count, events_of, put_card_in, status_events
 
 S = CardStatus
 
@@ -97,3 +99,59 @@ def test_detail_shows_both_directions(kb: Kanban) -> None:
     b = kb.add_card(NewCard("b", depends_on=[a.id]))
     assert [c.id for c in kb.detail(b.id).depends_on] == [a.id]
     assert [c.id for c in kb.detail(a.id).dependents] == [b.id]
+
+
+def _fail(kb: Kanban, card_id: int, error: str) -> None:
+    claim = claim_one(kb, card_id)
+    with kb.db.write() as conn:
+        transitions.fail(conn, card_id, error, now=kb.clock(),
+                         actor=Actor("dispatcher:1", claim.claim_token))
+
+
+def test_a_failed_dependency_blocks_its_dependents_with_a_reason_naming_it(
+        kb: Kanban, db: Database) -> None:
+    dep = kb.add_card(NewCard("dependency"))
+    waiting = kb.add_card(NewCard("waits", depends_on=[dep.id]))
+    after = kb.add_card(NewCard("waits on the waiter", depends_on=[waiting.id]))
+    _fail(kb, dep.id, "the model gave up")
+    blocked = kb.card(waiting.id)
+    assert blocked.status == S.BLOCKED
+    assert blocked.error == f"dependency #{dep.id} failed: the model gave up"
+    assert kb.card(after.id).status == S.TODO  # it waits on a blocked card, which says why
+    (event,) = [e for e in events_of(db, waiting.id) if e["kind"] == "dependency_blocked"]
+    assert event["data"]["depends_on_id"] == dep.id
+    assert kb.claim(5, lease_s=30) == []  # nothing claimable: blocked is for a human
+
+
+def test_retrying_the_dependency_to_done_runs_the_dependent(kb: Kanban) -> None:
+    dep = kb.add_card(NewCard("dependency"))
+    waiting = kb.add_card(NewCard("waits", depends_on=[dep.id]))
+    _fail(kb, dep.id, "flaky")
+    kb.retry(dep.id)
+    assert kb.card(waiting.id).status == S.TODO and kb.card(waiting.id).error is None
+    claim = claim_one(kb, dep.id)
+    kb.complete(dep.id, "fine now", actor=Actor("worker", claim.claim_token))
+    assert kb.card(waiting.id).status == S.READY
+    assert claim_one(kb).card_id == waiting.id
+
+
+def test_a_cancelled_dependency_blocks_and_completing_it_by_hand_releases(kb: Kanban) -> None:
+    dep = kb.add_card(NewCard("dependency"))
+    waiting = kb.add_card(NewCard("waits", depends_on=[dep.id]))
+    kb.cancel(dep.id, reason="not needed")
+    card = kb.card(waiting.id)
+    assert card.status == S.BLOCKED
+    assert card.error == f"dependency #{dep.id} was cancelled: not needed"
+    kb.retry(dep.id)
+    kb.complete(dep.id, "done by hand")
+    assert kb.card(waiting.id).status == S.READY
+
+
+def test_a_card_blocked_for_another_reason_stays_blocked(kb: Kanban) -> None:
+    dep = kb.add_card(NewCard("dependency"))
+    waiting = kb.add_card(NewCard("waits", depends_on=[dep.id]))
+    kb.block(waiting.id, "needs a human anyway")
+    _fail(kb, dep.id, "broken")
+    kb.retry(dep.id)
+    assert kb.card(waiting.id).status == S.BLOCKED
+    assert kb.card(waiting.id).error == "needs a human anyway"

@@ -56,6 +56,7 @@ class ModelCard:
     claim: Claim | None = None
     lost_claims: list[Claim] = field(default_factory=list)
     completions: int = 0  # running → done: each closes a run as completed
+    blocked_by: int | None = None  # the failed or cancelled dependency that blocked it
 
 
 class BoardMachine(RuleBasedStateMachine):
@@ -103,11 +104,23 @@ class BoardMachine(RuleBasedStateMachine):
             card.claim = None
         if to == S.DONE and card.status == S.RUNNING:
             card.completions += 1
-        card.status = to
+        card.status, card.blocked_by = to, None
+        if to in (S.FAILED, S.CANCELLED):  # its waiting dependents are blocked, naming it
+            for other in self.cards.values():
+                if card.id in other.deps and other.status in (S.TODO, S.READY):
+                    other.status, other.blocked_by = S.BLOCKED, card.id
+        if to == S.DONE:  # what it had blocked waits no more
+            self.release(card)
         if to == S.DONE:
             for other in self.cards.values():
                 if card.id in other.deps and other.status == S.TODO and self.deps_done(other):
                     other.status, other.run_after = S.READY, self.clock()
+
+    def release(self, card: ModelCard) -> None:
+        """Retried or done: dependents it had blocked wait for it again."""
+        for other in self.cards.values():
+            if other.blocked_by == card.id and other.status == S.BLOCKED:
+                other.status, other.blocked_by = S.TODO, None
 
     def try_action(self, action: Action, card: ModelCard, call: Callable[[], object]) -> bool:
         """Run `call`; it must fail exactly when the state machine forbids `action`."""
@@ -246,6 +259,8 @@ class BoardMachine(RuleBasedStateMachine):
             return
         was_done = card.status == S.DONE
         self.leave(card, S.READY if self.deps_done(card) else S.TODO)
+        if not was_done:
+            self.release(card)
         card.run_after, card.retry_base = self.clock(), card.attempt
         if was_done:  # a redone dependency: its ready dependents wait for it again
             for other in self.cards.values():

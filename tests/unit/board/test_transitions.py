@@ -26,6 +26,7 @@ from tests.support.db import (
     requeue,
     runs_of,
     status_events,
+    wait_on_children,
     worker,
 )
 
@@ -42,25 +43,30 @@ PERFORM: dict[Action, Callable[[Kanban, int], CardRecord]] = {
     Action.CANCEL: lambda kb, cid: kb.cancel(cid, reason="not needed"),
     Action.RETRY: lambda kb, cid: kb.retry(cid),
     Action.ARCHIVE: lambda kb, cid: kb.archive(cid),
+    Action.WAIT: lambda kb, cid: wait_on_children(kb, cid),
 }
 TARGET = {
     Action.COMPLETE: S.DONE, Action.BLOCK: S.BLOCKED, Action.UNBLOCK: S.READY,
     Action.REQUEUE: S.READY, Action.FAIL: S.FAILED, Action.CANCEL: S.CANCELLED,
-    Action.RETRY: S.READY, Action.HAND_BACK: S.READY,
+    Action.RETRY: S.READY, Action.HAND_BACK: S.READY, Action.WAIT: S.WAITING,
 }
 EVENT_KIND = {Action.REQUEUE: "requeued", Action.ARCHIVE: "archived",
-              Action.HAND_BACK: "handed_back"}
+              Action.HAND_BACK: "handed_back", Action.WAIT: "waiting"}
 PAIRS = [(action, status) for action in PERFORM for status in CardStatus]
 
 
 def test_the_table_covers_every_action() -> None:
-    assert set(PERFORM) | {Action.CLAIM, Action.PROMOTE, Action.RELEASE} == set(Action)
+    # claim, promote, release and resume happen on their own (resume: see test_waiting.py)
+    automatic = {Action.CLAIM, Action.PROMOTE, Action.RELEASE, Action.RESUME}
+    assert set(PERFORM) | automatic == set(Action)
     assert set(ALLOWED) == set(Action)
 
 
 @pytest.mark.parametrize(("action", "status"), PAIRS, ids=[f"{a}-from-{s}" for a, s in PAIRS])
 def test_action_from_status(kb: Kanban, db: Database, action: Action, status: S) -> None:
     card = put_card_in(kb, status)
+    if action is Action.WAIT and status is not S.WAITING:
+        kb.add_card(NewCard("a child to wait on", parent_id=card.id))
     row, events, moves = card_row(db, card.id), event_count(db), status_events(db, card.id)
 
     if status not in ALLOWED[action]:

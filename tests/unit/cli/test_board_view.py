@@ -87,6 +87,15 @@ def test_extra_row_only_when_failed_or_cancelled(kanban: Kanban) -> None:
     assert "cancelled 1" in text and "failed" not in text
 
 
+def test_waiting_cards_get_their_column(kanban: Kanban) -> None:
+    from tests.support.db import put_card_in
+
+    assert "waiting" not in "\n".join(render(kanban))
+    put_card_in(kanban, "waiting")
+    text = "\n".join(render(kanban))
+    assert "waiting 1" in text and "#1" in text
+
+
 def test_more_marker_when_a_column_overflows(kanban: Kanban) -> None:
     for i in range(25):
         kanban.add_card(NewCard(f"card {i}"))

@@ -121,6 +121,18 @@ def test_list_empty(cli: Cli) -> None:
     assert result.stdout == "" and "no cards" in result.stderr
 
 
+def test_show_names_what_a_waiting_card_waits_on(cli: Cli, kanban: Kanban) -> None:
+    from tests.support.db import put_card_in
+
+    card = put_card_in(kanban, "waiting", role="orchestrator")
+    shown = cli.ok("show", str(card.id)).stdout
+    child = card.id + 1
+    assert f"waiting on #{child}" in shown and "role orchestrator" in shown
+    assert "tree: 2 cards · 0 turns · 0 tokens" in shown
+    assert cli.json("show", str(card.id))["card"]["status"] == "waiting"
+    assert f"#{card.id}" in cli.ok("list", "--status", "waiting").stdout
+
+
 def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     from kanban.cards import NewCard
 
@@ -133,8 +145,9 @@ def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     cli.ok("comment", "1", "looks [bold]fine[/]")
     detail = cli.json("show", "1")
     assert set(detail) == {"card", "depends_on", "dependents", "children", "comments", "runs",
-                           "events", "attachments", "approvals"}
+                           "events", "attachments", "approvals", "tree"}
     assert detail["approvals"] == [] and detail["card"]["workspace"] is None
+    assert detail["tree"] == {"cards": 3, "turns": 0, "tokens": 0, "cost": 0.0}
     assert detail["card"]["id"] == 1
     assert detail["depends_on"] == [{"id": 2, "title": "dep", "status": "ready", "result": None}]
     assert [c["id"] for c in detail["children"]] == [4]
@@ -235,8 +248,8 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert status.pop("sandbox").startswith(("bwrap (", "bwrap is not installed",
                                               "bwrap cannot", "bwrap does not"))
     assert status == {"board": None, "counts": {
-        "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "blocked": 0, "done": 1,
-        "failed": 0,
+        "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "waiting": 0, "blocked": 0,
+        "done": 1, "failed": 0,
         "cancelled": 0}, "total": 2, "paused_globally": True, "paused_boards": ["ops"],
         "dispatchers": [], "workers": 0, "next_fires": []}
     assert cli.json("status", "--board", "ops")["total"] == 0
@@ -280,3 +293,11 @@ def test_no_command_prints_help(cli: Cli) -> None:
     result = CliRunner().invoke(app, [])
     assert result.exit_code == 0
     assert "Usage" in result.stdout
+
+
+def test_gc_runs_and_refuses_a_bad_age(cli: Cli) -> None:
+    cli.add("fresh")
+    assert cli.json("gc", "--older-than", "30d")["archived"] == 0
+    assert "archived 0 card(s)" in cli.ok("gc").stdout
+    error = cli.fails("gc", "--older-than", "soon")
+    assert error.count("\n") <= 1 and "Traceback" not in error

@@ -1,0 +1,102 @@
+"""`kanban gc`: old finished cards are archived and pruned in bounded batches; nothing else
+is touched, and the freed pages go back to the file system."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from kanban import claims, gc
+from kanban.cards import NewCard
+from kanban.service import Kanban
+from kanban.state.store import Database
+from kanban.transitions import Actor
+from kanban.workspaces import scratch_dir
+from tests.support.db import FakeClock, open_sqlite
+
+
+def finished_card(kb: Kanban, home: Path, title: str, *, transcript: int = 3,
+                  workspace: str | None = None) -> int:
+    """A card run once by a 'worker' (transcript, log, scratch workspace), then done."""
+    card = kb.add_card(NewCard(title, workspace=workspace))
+    claim = kb.claim(1, lease_s=30)[0]
+    assert claim.card_id == card.id
+    with kb.db.write() as conn:
+        for seq in range(transcript):
+            claims.append_message(conn, claim.run_id, seq, {"role": "assistant",
+                                                            "content": "x" * 2000},
+                                  now=kb.clock())
+    (home / "logs").mkdir(exist_ok=True)
+    (home / "logs" / f"{card.id}-1.log").write_text("worker output\n")
+    scratch = scratch_dir(home, "default", card.id)
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "notes.txt").write_text("work\n")
+    kb.complete(card.id, "done", actor=Actor("worker", claim.claim_token))
+    return card.id
+
+
+def count(db: Database, sql: str, **params: object) -> int:
+    with db.read() as conn:
+        return int(conn.scalar(sql, params))
+
+
+def test_gc_archives_and_prunes_old_finished_cards_in_batches(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    db = open_sqlite(home / "kanban.db")
+    clock = FakeClock()
+    kb = Kanban(db, clock=clock)
+    try:
+        old = [finished_card(kb, home, f"old {n}", transcript=40) for n in range(5)]
+        clock.advance(40 * 86400)
+        recent = finished_card(kb, home, "recent")
+        waiting = kb.add_card(NewCard("not finished")).id
+        batches: list[int] = []
+        report = gc.collect(db, home, older_than=timedelta(days=30), now=clock.now, batch=2,
+                            on_batch=lambda r: batches.append(r.archived))
+        assert report.archived == 5 and batches == [2, 4, 5]  # bounded transactions
+        assert report.messages == 5 * 40 and report.logs == 5 and report.workspaces == 5
+        for card_id in old:
+            assert kb.card(card_id).archived_at is not None
+            assert not (home / "logs" / f"{card_id}-1.log").exists()
+            assert not scratch_dir(home, "default", card_id).exists()
+            # one event stays: the archive, saying what went
+            assert count(db, "SELECT count(*) FROM event WHERE card_id = :c", c=card_id) == 1
+        assert kb.card(recent).archived_at is None
+        assert (home / "logs" / f"{recent}-1.log").exists()
+        assert count(db, "SELECT count(*) FROM message m JOIN run r ON r.id = m.run_id "
+                         "WHERE r.card_id = :c", c=recent) == 3
+        assert kb.card(waiting).status == "ready"
+        assert report.pages_freed > 0  # a new file vacuums incrementally
+        with db.read() as conn:
+            assert int(conn.scalar("PRAGMA freelist_count")) == 0
+            assert conn.scalar("SELECT n FROM card_count WHERE board = 'default' AND "
+                               "status = 'done'") == 1
+        again = gc.collect(db, home, older_than=timedelta(days=30), now=clock.now)
+        assert again.archived == 0 and again.batches == 0
+    finally:
+        db.dispose()
+
+
+def test_gc_leaves_other_directories_alone(tmp_path: Path) -> None:
+    """A `dir:` workspace is the user's: never removed; a symlinked log is not followed."""
+    home = tmp_path / "home"
+    db = open_sqlite(home / "kanban.db")
+    clock = FakeClock()
+    kb = Kanban(db, clock=clock)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("keep\n")
+    try:
+        card_id = finished_card(kb, home, "own dir", workspace=f"dir:{mine}")
+        log = home / "logs" / f"{card_id}-1.log"
+        log.unlink()
+        outside = tmp_path / "outside.log"
+        outside.write_text("not kanban's\n")
+        os.symlink(outside, log)
+        clock.advance(40 * 86400)
+        report = gc.collect(db, home, older_than=timedelta(days=30), now=clock.now)
+        assert report.archived == 1 and report.workspaces == 0 and report.logs == 0
+        assert (mine / "keep.txt").exists() and outside.exists()
+    finally:
+        db.dispose()

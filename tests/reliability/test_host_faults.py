@@ -1,0 +1,142 @@
+"""Faults of the host never burn the queue: a database made immutable for five seconds
+under a 200-card run, or a full disk, costs no attempt and fails no card; the dispatcher's
+circuit breaker opens, says so, and closes by itself.
+
+These need root (chattr, mount); they skip without it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from kanban.cards import NewCard
+from kanban.service import Kanban
+from kanban.state import DbLocation, open_database
+from tests.acceptance.conftest import BoardFiles
+from tests.support.procs import kanban, query, start_dispatcher, stop, wait_until
+
+FAULT_S = 5.0  # how long the fault lasts: the stimulus, not a wait for a state
+CARDS = 200
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None,
+                                reason="needs root and chattr")
+
+
+def quick_board(home: Path, cards: int) -> Path:
+    path = home / "kanban.db"
+    db = open_database(DbLocation(str(path), "flag"), create=True)
+    try:
+        kb = Kanban(db)
+        kb.ensure_board("default")
+        board = BoardFiles(path, kb)
+        spec = board.script("quick", [
+            {"tool_calls": [{"name": "kanban_show", "arguments": {}}], "delay_s": 0.05},
+            {"tool_calls": [{"name": "kanban_complete", "arguments": {"summary": "ok"}}]}])
+        board.configure(f'[profiles.default]\nmodel = "{spec}"\n')
+        for n in range(cards):
+            kb.add_card(NewCard(title=f"card {n}"))
+    finally:
+        db.dispose()
+    return path
+
+
+def done(path: Path) -> int:
+    return int(query(path, "SELECT count(*) FROM card WHERE status = 'done'")[0][0])
+
+
+def run_through_fault(path: Path, log: Path, fault: Callable[[], Iterator[None]]) -> None:
+    """Start a 4-worker dispatcher, apply the fault for FAULT_S once cards are flowing, and
+    wait for every card to be done."""
+    dispatcher = start_dispatcher(path, "--max-workers", "4", "-v", log=log)
+    try:
+        wait_until(lambda: done(path) >= 10, timeout=60, what="cards flowing")
+        with contextmanager(fault)():
+            time.sleep(FAULT_S)
+            assert dispatcher.poll() is None, log.read_text()
+        wait_until(lambda: done(path) == CARDS, timeout=120, interval=0.2,
+                   what=f"all {CARDS} cards done")
+        assert dispatcher.poll() is None, log.read_text()
+    finally:
+        code = stop(dispatcher)
+    assert code == 0, log.read_text()
+
+
+def assert_nothing_burnt(path: Path, log: Path) -> None:
+    assert query(path, "SELECT status, count(*) FROM card GROUP BY status") == [("done", CARDS)]
+    assert query(path, "SELECT count(*) FROM card WHERE attempt - retry_base != 1") == [(0,)]
+    completed = query(path, "SELECT card_id, count(*) FROM run WHERE outcome = 'completed' "
+                      "GROUP BY card_id")
+    assert len(completed) == CARDS and {n for _, n in completed} == {1}
+    assert query(path, "PRAGMA integrity_check") == [("ok",)]
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "circuit breaker open" in text and "circuit breaker closed" in text, text
+
+
+@needs_root
+@pytest.mark.slow
+def test_an_immutable_database_for_five_seconds_spends_no_attempt(tmp_path: Path) -> None:
+    path = quick_board(tmp_path, CARDS)
+    log = tmp_path / "dispatcher.log"
+
+    def immutable() -> Iterator[None]:
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+
+    run_through_fault(path, log, immutable)
+    assert_nothing_burnt(path, log)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a tmpfs")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        if (mount / "logs").is_dir():  # kept for a failure's post-mortem
+            shutil.copytree(mount / "logs", tmp_path / "logs", dirs_exist_ok=True)
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_pauses_the_dispatcher_which_resumes_after(small_disk: Path,
+                                                               tmp_path: Path) -> None:
+    path = quick_board(small_disk, CARDS)
+    log = tmp_path / "dispatcher.log"
+    filler = small_disk / "filler"
+
+    def full() -> Iterator[None]:
+        with filler.open("wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        try:
+            yield
+            assert kanban(path, "add", "while full", check=False).stderr.strip() \
+                .startswith("kanban: error: the disk holding the database is full")
+        finally:
+            filler.unlink()
+
+    run_through_fault(path, log, full)
+    assert_nothing_burnt(path, log)
