@@ -189,3 +189,14 @@ def test_a_cards_transcript_stays_within_its_cap(board: BoardFiles) -> None:
     assert len(results) == 31 and sum(size for _, size in sizes) < 40_000 + 2 * 4_000
     assert max(results[:20]) <= 1_000  # the older ones were stored cut
     assert "characters cut" in kanban(board.path, "log", str(card)).stdout
+
+
+def test_a_lead_answering_with_escapes_finishes_its_card(board: BoardFiles) -> None:
+    spec = board.script("lead", [{"text": ESCAPES}])
+    run = kanban(board.path, "run", "say it", "--model", spec, check=False)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    status, result, _ = query(board.path, "SELECT status, result, error FROM card "
+                                          "WHERE created_by = 'lead'")[0]
+    assert status == "done" and result and result.startswith("done"), (status, result)
+    assert not any(c in result for c in "\x1b\x07\x9b\u202e")
+    assert not any(c in run.stdout for c in "\x1b\x07\x9b\u202e"), repr(run.stdout)
