@@ -10,6 +10,7 @@ from datetime import datetime
 from kanban.cards import NewCard, add_card, get_card
 from kanban.errors import LimitExceeded, ValidationError
 from kanban.state.config import Config
+from kanban.state.plans import Plan, Query, run_plan
 from kanban.state.rows import as_time
 from kanban.state.store import Conn
 from kanban.states import TERMINAL, CardStatus
@@ -191,12 +192,18 @@ _ROOT = ("WITH RECURSIVE up(id, parent_id) AS (SELECT id, parent_id FROM card WH
          "SELECT id FROM up WHERE parent_id IS NULL")
 
 
+def tree_totals_plan(card_id: int) -> Plan[TreeTotals]:
+    """Cards, turns, tokens and cost of a card and every card below it (both faces)."""
+    rows = yield Query(_TREE + "SELECT count(*), coalesce(sum(input_tokens + output_tokens), "
+                       "0), coalesce(sum(cost), 0), (SELECT count(*) FROM usage u JOIN run r "
+                       "ON r.id = u.run_id WHERE r.card_id IN (SELECT id FROM tree)) FROM card "
+                       "WHERE id IN (SELECT id FROM tree)", {"id": card_id})
+    cards, tokens, cost, turns = rows[0]
+    return TreeTotals(int(cards), int(turns), int(tokens), float(cost))
+
+
 def tree_totals(conn: Conn, card_id: int) -> TreeTotals:
-    row = conn.one(_TREE + "SELECT count(*), coalesce(sum(input_tokens + output_tokens), 0), "
-                   "coalesce(sum(cost), 0), (SELECT count(*) FROM usage u JOIN run r ON "
-                   "r.id = u.run_id WHERE r.card_id IN (SELECT id FROM tree)) FROM card "
-                   "WHERE id IN (SELECT id FROM tree)", {"id": card_id})
-    return TreeTotals(int(row[0]), int(row[3]), int(row[1]), float(row[2]))
+    return run_plan(conn, tree_totals_plan(card_id))
 
 
 def tree_root(conn: Conn, card_id: int) -> int:

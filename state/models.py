@@ -398,7 +398,7 @@ for _table, _columns in _FTS_SOURCES.items():
 
 
 # The column counts follow every insert, delete and change of a card's status, archive time
-# or board (the same statements as migration 10).
+# or board (the same statements as migration 9).
 _COUNT_UP = ("INSERT INTO card_count (board, status, n) VALUES (new.board, new.status, 1) "
              "ON CONFLICT (board, status) DO UPDATE SET n = n + 1;")
 _COUNT_DOWN = "UPDATE card_count SET n = n - 1 WHERE board = old.board AND status = old.status;"

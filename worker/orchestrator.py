@@ -64,11 +64,26 @@ def opening(scope: WorkerScope, card: CardRecord, plan: WorkerPlan, lead: LeadSc
     hooks = (LeadHooks if is_lead(card) else WorkerHooks)(
         scope, activity, secrets=secrets, caps=transcript_caps(plan.profile))
     if restored:
-        return Opening("", list(restored), hooks)
+        return Opening("", with_notes(restored, plan.resume_notes), hooks)
     if is_lead(card):
         return Opening(LEAD_SYSTEM, [Message("user", lead_prompt(card))], hooks)
     system = plan.system + (ORCHESTRATOR_PROMPT if lead is not None else "")
     return Opening(system, list(plan.opening), hooks)
+
+
+def with_notes(restored: Sequence[Message], notes: Sequence[str]) -> list[Message]:
+    """The stored conversation, then what happened since it stopped (a person's decisions
+    on its commands), in the user turn the model answers next."""
+    messages = list(restored)
+    if not notes:
+        return messages
+    text = "\n\n".join(notes)
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "user" and isinstance(last.content, str):
+        messages[-1] = replace(last, content=f"{last.content}\n\n{text}")
+    else:
+        messages.append(Message("user", text))
+    return messages
 
 
 def wait(scope: WorkerScope, delegation: Delegation, result: AgentResult) -> None:

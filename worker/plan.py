@@ -25,7 +25,7 @@ from kanban.tools.registry import Toolbox
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS_TOOLSET
 from kanban.worker.materials import Materials, materials_for, place_materials
-from kanban.worker.prompts import first_prompt, skills_prompt, system_prompt
+from kanban.worker.prompts import decision_notes, first_prompt, skills_prompt, system_prompt
 from kanban.worker.runtime import run_limits
 from kanban.worker.toolbox import card_toolsets
 
@@ -48,6 +48,8 @@ class WorkerPlan:
     max_turns: int
     limits: Limits
     timeout_s: float
+    # What a resumed conversation is told on top of its stored turns (a person's decisions).
+    resume_notes: tuple[str, ...] = ()
 
 
 def skill_names(card: CardRecord, profile: Profile) -> list[str]:
@@ -73,8 +75,8 @@ def plan_run(card: CardRecord, config: Config, env: Mapping[str, str], *,
     return WorkerPlan(
         card=card, profile=profile, model=card.model or profile.resolved_model(env),
         toolsets=toolsets, skills=skills, materials=materials, system=system_prompt(toolsets),
-        opening=tuple(opening), max_turns=max_turns,
-        limits=run_limits(profile, max_turns=max_turns, spent_cost=spent_cost),
+        opening=tuple(opening), resume_notes=tuple(decision_notes(decisions)),
+        max_turns=max_turns, limits=run_limits(profile, max_turns=max_turns, spent_cost=spent_cost),
         timeout_s=card.timeout_s or profile.timeout_s)
 
 

@@ -42,14 +42,22 @@ def first_prompt(card: CardRecord, materials: Materials | None = None,
         parts.append(f"Files attached to your card, read-only in your workspace:\n{listed}")
     if card.attempt > 1:
         parts.append(f"This is attempt {card.attempt}; kanban_show lists earlier attempts.")
+    parts += decision_notes(decisions)
+    return "\n\n".join(parts)
+
+
+def decision_notes(decisions: Iterable[ApprovalRecord]) -> list[str]:
+    """A person's answers to the commands the card asked to run, as the model reads them
+    (in the first prompt, or after a resumed conversation)."""
+    notes = []
     for d in decisions:
         if d.decision == "approved":
-            parts.append(f"A person approved this command; you may run it now, exactly as "
+            notes.append(f"A person approved this command; you may run it now, exactly as "
                          f"written: {d.command}")
         elif d.decision == "denied":
             because = f" Their reason: {d.reason}" if d.reason else ""
-            parts.append(f"A person denied this command; do not run it: {d.command}.{because}")
-    return "\n\n".join(parts)
+            notes.append(f"A person denied this command; do not run it: {d.command}.{because}")
+    return notes
 
 
 def skills_prompt(skills: Sequence[Skill]) -> str:

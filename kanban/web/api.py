@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from kanban.approvals import ApprovalRecord, for_card_plan
 from kanban.cards import CardFilter, boards_plan, card_detail_plan
+from kanban.children import TreeTotals, tree_totals_plan
 from kanban.errors import ValidationError
 from kanban.queries import MAX_PAGE, board_snapshot_plan, card_page_plan, column_plan
 from kanban.readmodels import transcript_plan
@@ -61,14 +62,17 @@ async def cards(request: Request) -> Response:
 
 async def card(request: Request) -> Response:
     card_id = int_field(request.path_params["card_id"], "card id", low=1)
-    detail, approvals = await web_of(request).adb.run(_shown_plan(card_id))
-    return json_response({**detail.to_json(), "approvals": [a.to_json() for a in approvals]})
+    detail, approvals, totals = await web_of(request).adb.run(_shown_plan(card_id))
+    return json_response({**detail.to_json(), "approvals": [a.to_json() for a in approvals],
+                          "tree": totals.to_json()})
 
 
-def _shown_plan(card_id: int) -> Plan[tuple[CardDetail, list[ApprovalRecord]]]:
-    """What `kanban show --json` prints: the card's detail and its approvals."""
+def _shown_plan(card_id: int) -> Plan[tuple[CardDetail, list[ApprovalRecord], TreeTotals]]:
+    """What `kanban show --json` prints: the card's detail, its approvals and its tree's
+    totals."""
     detail = yield from card_detail_plan(card_id)
-    return detail, (yield from for_card_plan(card_id))
+    approvals = yield from for_card_plan(card_id)
+    return detail, approvals, (yield from tree_totals_plan(card_id))
 
 
 async def card_log(request: Request) -> Response:

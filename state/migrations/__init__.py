@@ -66,7 +66,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "workspaces_approvals", sql_file("0006_workspaces_approvals")),
     Migration(7, "instances_and_wakeups", sql_file("0007_instances_and_wakeups")),
     Migration(8, "waiting", sql_file("0008_waiting")),
-    Migration(10, "hot_paths", sql_file("0010_hot_paths")),
+    Migration(9, "hot_paths", sql_file("0009_hot_paths")),
 )
 LATEST = MIGRATIONS[-1].id
 

@@ -334,8 +334,8 @@ def test_restart_under_the_same_hostname_never_kills_its_new_workers(
                                            "id) FROM run GROUP BY card_id"))
     for card in later:  # the new dispatcher's own workers were never killed
         assert outcomes[card] == "completed"
-    for card in first_ids:  # the old instance's orphans finished by themselves
-        assert outcomes[card] == "completed"
+    for card in first_ids:  # the dead instance's orphans: stopped and handed back unspent
+        assert outcomes[card] == "handed_back,completed"
     for card in stale:
         assert outcomes[card] == "lease_lost,completed"
     log = pg_board.log("new")

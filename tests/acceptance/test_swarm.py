@@ -67,8 +67,12 @@ def test_a_failed_worker_stops_the_swarm_with_its_reason(board: BoardFiles) -> N
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("kanban: error: swarm #3 stopped: #1 (Part 1 of 1: a) is failed")
     assert "cannot read script file" in last
+    # What waits on the failed worker (the verifier, then the synthesizer) is blocked, saying
+    # why, rather than left in todo.
     assert query(board.path, "SELECT status FROM card ORDER BY id") == [
-        ("failed",), ("todo",), ("todo",)]
+        ("failed",), ("blocked",), ("blocked",)]
+    reasons = query(board.path, "SELECT error FROM card WHERE id > 1 ORDER BY id")
+    assert all("#1" in reason for reason, in reasons), reasons
 
 
 def test_following_a_paused_board_says_so(board: BoardFiles) -> None:

@@ -106,8 +106,23 @@ def test_deny_refuses_a_dangerous_command(board: BoardFiles, provider: str,
     assert not (board.home / "workspaces" / "default" / str(card) / "proof.txt").exists()
 
 
+def _opening_text(body: dict[str, Any]) -> str | None:
+    """The text of the user turn the model answers (the card's first prompt, or the notes
+    after a resumed conversation); None when it holds only tool results."""
+    last = body.get("messages", [])[-1]
+    content = last.get("content")
+    if last.get("role") != "user":
+        return None
+    if isinstance(content, str):
+        return content
+    texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+    return "\n".join(texts) or None  # Anthropic: text beside the tool results
+
+
 def dangerous_worker(body: dict[str, Any]) -> Reply:
-    if turns(body) == 0:
+    """Runs the command when it starts and again when its resumed conversation brings news
+    (a person's decision); then completes with what the command gave."""
+    if turns(body) == 0 or _opening_text(body) is not None:
         return tool_reply(("terminal", {"command": DANGEROUS}))
     return tool_reply(("kanban_complete", {"summary": "result: " + tool_results(body)[-1]}))
 
@@ -149,8 +164,7 @@ def test_deny_by_a_person_is_shown_to_the_next_attempt(board: BoardFiles,
         dispatch_once(board, server)
         kanban(board.path, "deny", str(card), "--reason", "not on main")
         dispatch_once(board, server)
-        prompts = [r.body["messages"][1]["content"] for r in server.requests
-                   if turns(r.body) == 0]
+        prompts = [text for r in server.requests if (text := _opening_text(r.body))]
     assert "A person denied this command" in prompts[-1] and "not on main" in prompts[-1]
     result = query(board.path, "SELECT result FROM card WHERE id = ?", card)[0][0]
     assert "denied this exact command (not on main)" in result

@@ -62,10 +62,12 @@ def test_a_corrupt_page_is_named_and_check_says_so(board: BoardFiles) -> None:
     board.kb.db.dispose()
     with closing(sqlite3.connect(board.path)) as conn:  # every page into the main file
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    size = board.path.stat().st_size
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        leaves = [n for (n,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'card' "
+                                             "AND pagetype = 'leaf' ORDER BY pageno")]
     with board.path.open("r+b") as f:  # scribble over a page in the middle of the card table
-        f.seek(size // 2 // 4096 * 4096)
-        f.write(b"\xff" * 4096)
+        f.seek((leaves[len(leaves) // 2] - 1) * page_size)
+        f.write(b"\xff" * page_size)
     listed = kanban(board.path, "list", "--all", check=False)
     assert listed.returncode == 1
     assert listed.stderr.startswith("kanban: error: the database file is corrupt")
