@@ -166,7 +166,8 @@ def _make_card(conn: Conn, job: CronJobRecord, now: datetime, scheduled_at: date
         priority=job.priority, profile=job.profile, max_attempts=job.card_max_attempts,
         timeout_s=job.card_timeout_s, created_by=job.creator, model=job.model,
         toolsets=",".join(job.toolsets) if job.toolsets is not None else None,
-        command=job.command, key=key, skills=job.skills, workspace=job.workspace), now)
+        command=job.command, key=key, skills=job.skills, workspace=job.workspace,
+        review=job.review), now)
     if not added.created:
         return _no_card(conn, job, now, FireOutcome.SKIPPED, slots, following,
                         f"card #{added.card.id} already holds this slot")

@@ -83,6 +83,7 @@ class JobSpec:
     catch_up: str = CatchUp.ONCE
     jitter_s: int = 0
     skills: tuple[str, ...] = ()  # skills every card's worker gets
+    review: str | None = None  # each card's review gate: verify:CMD, reviewer:PROFILE, human
 
     @property
     def kind(self) -> JobKind:
@@ -117,7 +118,7 @@ class JobSpec:
         spec._check_numbers()
         _check_jitter(spec.jitter_s, schedule, now)
         _check_workspace(spec.workspace)
-        return spec, schedule
+        return replace(spec, review=_check_review(spec.review, spec.command)), schedule
 
     def _context_from(self) -> tuple[str, ...]:
         names: list[str] = []
@@ -173,6 +174,19 @@ def _check_jitter(jitter_s: int, schedule: Schedule, now: datetime) -> None:
                               f"{int((second - first).total_seconds())}s between two fires")
 
 
+def _check_review(review: str | None, command: str | None) -> str | None:
+    """The stored form of a job's review gate (a script's exit code is its own check)."""
+    from kanban.review import VERIFY, Gate
+
+    if review is None or not review.strip():
+        return None
+    gate = Gate.parse(review.strip())
+    if gate.kind == VERIFY and command is not None:
+        raise ValidationError("a script job's exit code is its own check: give it no verify "
+                              "gate (reviewer:PROFILE or human are fine)")
+    return gate.spec()
+
+
 def _check_workspace(workspace: str | None) -> None:
     """The forms a card's workspace takes (a cron card has no parent to share one with)."""
     if workspace is None or workspace in ("scratch", "worktree"):
@@ -215,6 +229,7 @@ class CronJobRecord:
     anchor_at: datetime
     created_at: datetime
     skills: tuple[str, ...] = ()
+    review: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> CronJobRecord:
@@ -249,7 +264,7 @@ class CronJobRecord:
             model=self.model, toolsets=self.toolsets, timeout_s=self.timeout_s,
             max_attempts=self.max_attempts, workspace=self.workspace, priority=self.priority,
             deliver=self.deliver, catch_up=self.catch_up, jitter_s=self.jitter_s,
-            skills=self.skills)
+            skills=self.skills, review=self.review)
 
     @property
     def card_timeout_s(self) -> float | None:
@@ -277,5 +292,5 @@ class CronJobRecord:
             "enabled": self.enabled, "overlap": self.overlap,
             "next_fire_at": iso(self.next_fire_at), "last_fire_at": iso(self.last_fire_at),
             "last_card_id": self.last_card_id, "created_at": iso(self.created_at),
-            "skills": list(self.skills),
+            "skills": list(self.skills), "review": self.review,
         }

@@ -23,7 +23,7 @@ def _columns(spec: JobSpec) -> dict[str, Any]:
         "workspace": spec.workspace, "priority": spec.priority,
         "deliver": json.dumps(list(spec.deliver)), "catch_up": str(spec.catch_up),
         "jitter_s": spec.jitter_s, "overlap": str(spec.overlap),
-        "skills": ",".join(spec.skills) or None,
+        "skills": ",".join(spec.skills) or None, "review": spec.review,
     }
 
 

@@ -25,7 +25,7 @@ from kanban.state.store import Conn
 from kanban.states import CardStatus
 from kanban.workspaces import PARENT, parse_spec
 
-ROLES = ("leaf", "orchestrator")
+ROLES = ("leaf", "orchestrator", "reviewer", "decomposer", "triaged")
 
 CARD_COLUMNS = (
     "id", "board", "title", "goal", "context", "status", "priority", "profile", "model",
@@ -33,7 +33,8 @@ CARD_COLUMNS = (
     "timeout_s", "run_after", "claim_token", "lease_expires_at", "result", "error",
     "input_tokens", "output_tokens", "cached_tokens", "created_at", "updated_at", "started_at",
     "finished_at", "archived_at", "command", "cost", "key", "skills", "workspace",
-    "role", "waiting_on", "resume_base",
+    "role", "waiting_on", "resume_base", "review", "max_reviews", "reviews", "feedback",
+    "subject_id",
 )
 _CARD_SELECT = f"SELECT {', '.join(CARD_COLUMNS)} FROM card"
 CARD_SELECT = _CARD_SELECT  # for read models elsewhere (kanban.queries)
@@ -61,7 +62,12 @@ class NewCard:
     run_at: datetime | None = None  # scheduled: not claimed before this time
     skills: tuple[str, ...] = ()
     workspace: str | None = None  # stored form (see kanban.workspaces.normalise_spec)
-    role: str = "leaf"  # orchestrator: may delegate (see kanban.children)
+    role: str = "leaf"  # orchestrator: may delegate (see kanban.children); reviewer, decomposer,
+    # triaged: set by kanban.review and kanban.triage
+    review: str | None = None  # a review gate (kanban.review.Gate): verify:CMD, reviewer:P, human
+    max_reviews: int = 3
+    subject_id: int | None = None
+    triage: bool = False  # a rough idea: the card waits in triage for a decomposer
 
     def validated(self) -> NewCard:
         v.title(self.title)
@@ -83,6 +89,13 @@ class NewCard:
         if self.role not in ROLES:
             raise ValidationError(f"unknown role {self.role!r} (known: {', '.join(ROLES)})")
         parse_spec(self.workspace)
+        if self.review is not None:
+            from kanban.review import Gate
+
+            if Gate.parse(self.review).kind == "verify" and self.command is not None:
+                raise ValidationError("a script card's exit code is its own check: give it "
+                                      "no verify gate")
+        v.number(self.max_reviews, "max reviews", v.MAX_ATTEMPTS_RANGE)
         return self
 
 
@@ -132,10 +145,12 @@ _INSERT_CARD = """
 INSERT INTO card (board, title, goal, context, status, priority, profile, model, toolsets,
                   parent_id, depth, created_by, attempt, max_attempts, retry_base, timeout_s,
                   run_after, created_at, updated_at, input_tokens, output_tokens, cached_tokens,
-                  command, key, skills, workspace, role)
+                  command, key, skills, workspace, role, review, max_reviews, reviews,
+                  subject_id)
 VALUES (:board, :title, :goal, :context, :status, :priority, :profile, :model, :toolsets,
         :parent_id, :depth, :created_by, 0, :max_attempts, 0, :timeout_s,
-        :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace, :role)
+        :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace, :role, :review,
+        :max_reviews, 0, :subject_id)
 """
 # A concurrent add with the same key (PostgreSQL; SQLite writers take turns) inserts
 # nothing: the index below holds one unfinished card per board and key.
@@ -174,6 +189,8 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
     run_after = now
     if new.run_at is not None and new.run_at > now:
         status, run_after = CardStatus.SCHEDULED, new.run_at
+    if new.triage:  # its decomposer's card does the work; it waits for the split
+        status = CardStatus.TRIAGE
     params: dict[str, Any] = {
         "board": new.board, "title": new.title.strip(), "goal": new.goal,
         "context": new.context, "status": status, "priority": new.priority,
@@ -182,7 +199,8 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         "max_attempts": new.max_attempts, "timeout_s": new.timeout_s, "now": now,
         "run_after": run_after, "key": new.key, "skills": ",".join(new.skills) or None,
         "command": new.command,
-        "workspace": new.workspace, "role": new.role,
+        "workspace": new.workspace, "role": new.role, "review": new.review,
+        "max_reviews": new.max_reviews, "subject_id": new.subject_id,
     }
     sql = _INSERT_CARD + (_ON_KEY_CONFLICT if new.key is not None else "") + "RETURNING id"
     row = conn.one(sql, params)
@@ -201,6 +219,8 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         extra["scheduled_for"] = run_after.isoformat()
     if new.key is not None:
         extra["key"] = new.key
+    if new.review is not None:
+        extra["review"] = new.review
     record_event(
         conn, board=new.board, card_id=card_id, kind="created", actor=new.created_by, at=now,
         to=str(status), depends_on=sorted(set(new.depends_on)), parent_id=new.parent_id,

@@ -205,8 +205,8 @@ def block_dependents(conn: Conn, card_id: int, how: str, now: datetime,
 
 def release_dependents(conn: Conn, card_id: int, now: datetime,
                        actor: str = "system") -> list[int]:
-    """`card_id` was retried or completed: dependents it had blocked wait for it again (and
-    go on at once when it is done)."""
+    """`card_id` was retried: dependents it had blocked wait for it again (and go on once
+    it is done)."""
     moved = conn.all("UPDATE card SET status = 'todo', error = NULL, updated_at = :now "
                      "WHERE status = 'blocked' AND error LIKE :reason AND id IN (SELECT card_id "
                      "FROM dependency WHERE depends_on_id = :card) RETURNING id, board",

@@ -133,7 +133,7 @@ _COMPLETE = """
 WITH done AS (
     UPDATE card SET status = 'done', updated_at = :now, result = :summary, error = NULL,
         finished_at = :now, claim_token = NULL, lease_expires_at = NULL
-    WHERE id = :card_id AND claim_token = :token AND status = 'running'
+    WHERE id = :card_id AND claim_token = :token AND status = 'running' AND review IS NULL
     RETURNING card.*
 ), closed AS (
     UPDATE run SET finished_at = :now, outcome = 'completed', error = NULL
@@ -161,7 +161,9 @@ SELECT * FROM done
 
 def complete(db: Database, card_id: int, summary: str, *, claim_token: str, actor: str,
              now: datetime, implicit: bool = False) -> CardRecord:
-    """A worker finishes its card (fenced): done, run closed, event, dependents promoted."""
+    """A worker finishes its card (fenced): done, run closed, event, dependents promoted.
+    LeaseLost also when the card has a review gate (`Kanban.complete` then takes the
+    general path, which tells the two apart)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
     data = json.dumps({"from": "running", "to": "done", "implicit": implicit}, sort_keys=True)
     with db.statement() as conn:

@@ -30,9 +30,9 @@ from kanban.state.store import Conn
 from kanban.states import TERMINAL, CardStatus
 
 BOARD_ORDER = (
-    CardStatus.SCHEDULED, CardStatus.TODO, CardStatus.READY, CardStatus.RUNNING,
-    CardStatus.WAITING, CardStatus.BLOCKED, CardStatus.DONE, CardStatus.FAILED,
-    CardStatus.CANCELLED,
+    CardStatus.TRIAGE, CardStatus.SCHEDULED, CardStatus.TODO, CardStatus.READY,
+    CardStatus.RUNNING, CardStatus.REVIEW, CardStatus.WAITING, CardStatus.BLOCKED,
+    CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED,
 )
 MAX_PAGE = 500
 

@@ -62,9 +62,14 @@ class CardRecord(_Record):
     key: str | None = None
     skills: str | None = None
     workspace: str | None = None  # NULL: scratch
-    role: str = "leaf"  # leaf or orchestrator (may delegate while above max_depth)
+    role: str = "leaf"  # leaf, orchestrator (may delegate), reviewer, decomposer or triaged
     waiting_on: str | None = None  # JSON: the delegation a waiting card waits on
     resume_base: int = 0  # runs of later attempts continue one conversation
+    review: str | None = None  # the gate (kanban.review.Gate): verify:CMD, reviewer:P, human
+    max_reviews: int = 3
+    reviews: int = 0  # gate rounds that asked for changes so far
+    feedback: str | None = None  # the last gate's feedback, for the next attempt
+    subject_id: int | None = None  # a reviewer's or decomposer's card
 
     @property
     def skill_names(self) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kanban import cards, dependencies, transitions
 from kanban.cards import Added, NewCard
+from kanban.errors import LeaseLost
 from kanban.records import CardDetail, CardRecord, Claim
 from kanban.state.store import Database
 from kanban.transitions import USER, Actor
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from kanban.claims import ClaimFilter
     from kanban.edits import CardEdit
     from kanban.gc import GcReport
+    from kanban.review import Verdict
     from kanban.search import SearchHit
     from kanban.stats import Stats
     from kanban.swarms import NewSwarm, Swarm
@@ -113,17 +115,23 @@ class Kanban:
 
     # transitions
     def complete(self, card_id: int, summary: str, *, actor: Actor = USER,
-                 implicit: bool = False) -> CardRecord:
-        if (actor.claim_token is not None and self.db.dialect == "postgresql"
+                 implicit: bool = False, gated: bool | None = None,
+                 verdict: Verdict | None = None) -> CardRecord:
+        """`gated`: whether the caller's card has a review gate, when it knows (a gated card
+        goes to review, not done)."""
+        if (actor.claim_token is not None and self.db.dialect == "postgresql" and not gated
                 and not self._may_be_awaited(card_id)):
             from kanban import pg_statements  # one statement, promotions included
 
-            return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
-                                          claim_token=actor.claim_token, actor=actor.name,
-                                          implicit=implicit)
+            try:
+                return pg_statements.complete(self.db, card_id, summary, now=self.clock(),
+                                              claim_token=actor.claim_token, actor=actor.name,
+                                              implicit=implicit)
+            except LeaseLost:  # or gated after all: the general path below says which
+                pass
         with self.db.write() as conn:
             transitions.complete(conn, card_id, summary, now=self.clock(), actor=actor,
-                                 implicit=implicit)
+                                 implicit=implicit, gated=gated, verdict=verdict)
             return cards.get_card(conn, card_id)
 
     def _may_be_awaited(self, card_id: int) -> bool:
@@ -137,6 +145,40 @@ class Kanban:
         """Safety net: waiting cards whose children have all finished go back to ready."""
         with self.db.write() as conn:
             return transitions.resume_settled(conn, now=self.clock())
+
+    # triage
+    def triage_new(self, new: NewCard, *, decomposer: str, catalog: str) -> Added:
+        """Add a card in triage with a card for the decomposer profile's agent."""
+        from kanban import triage
+
+        with self.db.write() as conn:
+            return triage.add_triaged(conn, new, decomposer=decomposer, catalog=catalog,
+                                      now=self.clock())
+
+    def triage(self, card_id: int, *, decomposer: str, catalog: str,
+               actor: Actor = USER) -> CardRecord:
+        """Send a card nobody started to triage, for the decomposer profile's agent."""
+        from kanban import triage
+
+        with self.db.write() as conn:
+            return triage.triage(conn, card_id, decomposer=decomposer, catalog=catalog,
+                                 now=self.clock(), actor=actor)
+
+    # review gates
+    def approve_review(self, card_id: int, *, note: str | None = None,
+                       actor: Actor = USER) -> CardRecord:
+        """Pass a card's review gate: it is done and its dependents may start."""
+        from kanban import review
+
+        with self.db.write() as conn:
+            return review.approve(conn, card_id, now=self.clock(), actor=actor, note=note)
+
+    def reject(self, card_id: int, feedback: str, *, actor: Actor = USER) -> CardRecord:
+        """Send a card in review back for another attempt with `feedback`."""
+        from kanban import review
+
+        with self.db.write() as conn:
+            return review.reject(conn, card_id, feedback, now=self.clock(), actor=actor)
 
     def block(self, card_id: int, reason: str, *, actor: Actor = USER) -> CardRecord:
         with self.db.write() as conn:
@@ -214,10 +256,13 @@ class Kanban:
     # approvals of dangerous commands (and, later, of review gates)
     def approve(self, card_id: int, *, actor: Actor = USER,
                 reason: str | None = None) -> CardRecord:
-        """Approve the card's pending commands; its next attempt runs them without asking."""
-        from kanban import approvals
+        """Pass the review gate of a card in review; otherwise approve the card's pending
+        commands (its next attempt runs them without asking)."""
+        from kanban import approvals, review
 
         with self.db.write() as conn:
+            if review.in_review(conn, card_id):
+                return review.approve(conn, card_id, now=self.clock(), actor=actor, note=reason)
             return approvals.decide(conn, card_id, approve=True, now=self.clock(),
                                     actor=actor, reason=reason)[0]
 

@@ -17,6 +17,9 @@ class CardStatus(StrEnum):
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Review gates and triage (issue 19)
+    REVIEW = "review"  # completed by its worker; its gate decides done or another attempt
+    TRIAGE = "triage"  # a rough idea waiting for a decomposer to split it into cards
 
 
 TERMINAL = frozenset({CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED})
@@ -38,6 +41,12 @@ class Action(StrEnum):
     ARCHIVE = "archive"
     WAIT = "wait"  # a run delegated: the card waits on its children
     RESUME = "resume"  # the children it waited on finished
+    # Review gates and triage (issue 19)
+    SUBMIT = "submit"  # a gated card's worker completed: its gate decides
+    PASS = "pass"  # the gate passed: done
+    CHANGES = "changes"  # the gate asked for changes: another attempt, or out of rounds
+    DECOMPOSE = "decompose"  # a triaged card was split into child cards
+    TRIAGE = "triage"  # a card nobody started goes to a decomposer
 
 
 class Outcome(StrEnum):
@@ -71,6 +80,12 @@ ALLOWED: dict[Action, frozenset[CardStatus]] = {
     Action.ARCHIVE: TERMINAL,
     Action.WAIT: frozenset({S.RUNNING}),
     Action.RESUME: frozenset({S.WAITING}),
+    # Review gates and triage (issue 19)
+    Action.SUBMIT: frozenset({S.RUNNING}),
+    Action.PASS: frozenset({S.REVIEW}),
+    Action.CHANGES: frozenset({S.REVIEW}),
+    Action.DECOMPOSE: frozenset({S.TRIAGE}),
+    Action.TRIAGE: frozenset({S.READY, S.TODO, S.TRIAGE}),  # again: its decomposer failed
 }
 
 _REASONS = {
@@ -80,6 +95,10 @@ _REASONS = {
     Action.CANCEL: "it is already finished",
     Action.RETRY: "only done, failed or cancelled cards can be retried",
     Action.ARCHIVE: "only done, failed or cancelled cards can be archived",
+    Action.PASS: "only cards in review can be approved",
+    Action.CHANGES: "only cards in review can be sent back",
+    Action.DECOMPOSE: "only cards in triage can be decomposed",
+    Action.TRIAGE: "only cards nobody has started (ready, todo, triage) can be triaged",
 }
 
 

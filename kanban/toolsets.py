@@ -25,6 +25,16 @@ ENTRY_POINT_GROUP = "kanban.toolsets"
 BUILTIN = ("kanban", "file", "terminal", "web")
 LEAD_ONLY = "delegate"  # the lead's own toolset; never a worker's
 ALWAYS = "kanban"  # every worker has it
+# Granted by a card's or profile's role, never by name (issue 19).
+REVIEW, ORCHESTRATOR, TRIAGE = "review", "orchestrator", "triage"
+BY_ROLE = (REVIEW, ORCHESTRATOR, TRIAGE)
+
+
+def for_role(card_role: str, profile_role: str) -> list[str]:
+    """The board toolsets a card's role grants: a reviewer card's verdict tools, a
+    decomposer card's `kanban_decompose`, an orchestrator profile's list and unblock."""
+    granted = {"reviewer": [REVIEW], "decomposer": [TRIAGE]}.get(card_role, [])
+    return granted + ([ORCHESTRATOR] if profile_role == "orchestrator" else [])
 
 
 @cache
@@ -33,7 +43,8 @@ def plugins() -> dict[str, EntryPoint]:
     from importlib.metadata import entry_points
 
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)
-            if ep.name not in BUILTIN and ep.name != LEAD_ONLY and not ep.name.startswith("mcp:")}
+            if ep.name not in BUILTIN and ep.name != LEAD_ONLY and ep.name not in BY_ROLE
+            and not ep.name.startswith("mcp:")}
 
 
 def known(config: Config) -> list[str]:
@@ -53,6 +64,10 @@ def check(names: Iterable[str], config: Config, where: str) -> None:
     if LEAD_ONLY in names:
         raise ConfigError(f"{where}: toolset 'delegate' is the lead's own (`kanban run`); a "
                           "worker is never given it")
+    by_role = [n for n in names if n in BY_ROLE]
+    if by_role:
+        raise ConfigError(f"{where}: toolset {by_role[0]!r} is granted by a role (a reviewer "
+                          "card, a decomposer card, an orchestrator profile), not by name")
     unknown = unknown_in(names, config)
     if unknown:
         raise ConfigError(f"{where}: unknown toolset(s) {', '.join(map(repr, unknown))} "

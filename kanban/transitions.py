@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
@@ -28,6 +28,9 @@ from kanban.events import record_event, status_change
 from kanban.records import CardRecord
 from kanban.state.store import Conn
 from kanban.states import ALLOWED, Action, CardStatus, Outcome, check
+
+if TYPE_CHECKING:
+    from kanban.review import Verdict
 
 BACKOFF_BASE_S = 2.0
 BACKOFF_CAP_S = 300.0
@@ -70,7 +73,26 @@ def _current_status(conn: Conn, card_id: int, board: str | None) -> str:
     return str(row[0])
 
 
-def _move(
+class Moved(NamedTuple):
+    """What a transition's UPDATE … RETURNING told: the board, and whether cards that depend
+    on this one wait in todo or are blocked by it (none: no statement for them)."""
+
+    board: str
+    todo_dependents: bool
+    blocked_dependents: bool
+
+
+# Answered by the UPDATE itself (indexes on depends_on_id and on board and status), so a
+# card without such dependents, on a board where nothing waits, costs no further statement.
+# (The CAST: SQLite gives a RETURNING column no affinity, and would scan the index without.)
+_DEPENDENT_IN = ("EXISTS (SELECT 1 FROM dependency d JOIN card x ON x.id = d.card_id "
+                 "WHERE d.depends_on_id = card.id AND x.status = '{}')")
+_MOVED = (f"RETURNING board, {_DEPENDENT_IN.format('todo')}, {_DEPENDENT_IN.format('blocked')}, "
+          "EXISTS (SELECT 1 FROM card w WHERE w.board = CAST(card.board AS TEXT) "
+          "AND w.status = 'waiting')")
+
+
+def move(
     conn: Conn,
     card_id: int,
     action: Action,
@@ -82,9 +104,12 @@ def _move(
     outcome: Outcome | None = None,
     kind: str | None = None,
     values: dict[str, Any] | None = None,
+    guard: str | None = None,
     **data: Any,
-) -> str:
-    """Check, update (fenced for workers), close the run, write the event; returns the board."""
+) -> Moved:
+    """Check, update (fenced for workers), close the run, write the event; returns the board
+    and what the update saw of the card's dependents. `guard`: one more condition of the
+    update (unmet: LeaseLost, as a lost lease is)."""
     params: dict[str, Any] = {"card_id": card_id}
     if actor.claim_token is not None:
         frm, where = CardStatus.RUNNING.value, _LEASE_HELD
@@ -98,7 +123,9 @@ def _move(
         changes.update(claim_token=None, lease_expires_at=None)
     params.update({f"set_{k}": value for k, value in changes.items()})
     sets = ", ".join(f"{k} = :set_{k}" for k in changes)
-    row = conn.one(f"UPDATE card SET {sets} WHERE {where} RETURNING board", params)
+    if guard is not None:
+        where = f"{where} AND {guard}"
+    row = conn.one(f"UPDATE card SET {sets} WHERE {where} {_MOVED}", params)
     if row is None:
         raise _lost(card_id)
     run_id = None
@@ -106,10 +133,10 @@ def _move(
         run_id = _close_run(conn, card_id, outcome, now, error=data.get("error"))
     record_event(conn, board=row[0], card_id=card_id, run_id=run_id, kind=kind or action,
                  actor=actor.name, at=now, **status_change(frm, to, **data))
-    if to in SETTLED:  # the last child to finish wakes the card waiting on it
+    if to in SETTLED and row[3]:  # the last child to finish wakes the card waiting on it
         for waiter in waiting_on(conn, row[0], card_id):
             resume_if_settled(conn, waiter, now=now, actor=Actor(f"card:#{card_id}"))
-    return str(row[0])
+    return Moved(str(row[0]), bool(row[1]), bool(row[2]))
 
 
 def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
@@ -122,21 +149,47 @@ def _close_run(conn: Conn, card_id: int, outcome: Outcome, now: datetime,
 
 
 def complete(conn: Conn, card_id: int, summary: str, *, now: datetime,
-             actor: Actor = USER, board: str | None = None, implicit: bool = False) -> None:
-    """The hot end of every card: four statements, no re-read (callers that show the card
-    read it themselves)."""
+             actor: Actor = USER, board: str | None = None, implicit: bool = False,
+             gated: bool | None = None, verdict: Verdict | None = None) -> None:
+    """The hot end of every card: three statements, one more to promote dependents waiting
+    in todo; no re-read (callers that show the card read it themselves). A worker's gated
+    card goes to review instead (`gated`: whether it has a gate, when the caller knows; a
+    person completing a card by hand has decided)."""
     v.text(summary, "summary", v.MAX_SUMMARY)
-    _move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now, board=board,
-          outcome=Outcome.COMPLETED, values={"result": summary, "error": None,
-                                             "finished_at": now}, implicit=implicit)
-    release_dependents(conn, card_id, now, actor=actor.name)
-    promote_dependents(conn, card_id, now)
+    worker = actor.claim_token is not None
+    if worker and gated:
+        return _submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
+    try:  # a worker not known to be ungated: its update holds only for an ungated card
+        moved = move(conn, card_id, Action.COMPLETE, CardStatus.DONE, actor=actor, now=now,
+                     board=board, outcome=Outcome.COMPLETED, values={
+                         "result": summary, "error": None, "finished_at": now},
+                     guard="review IS NULL" if worker and gated is None else None,
+                     implicit=implicit)
+    except LeaseLost:
+        if not (worker and gated is None and _gated(conn, card_id)):
+            raise
+        return _submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
+    if moved.blocked_dependents:  # (those it frees are promoted there, if ready)
+        release_dependents(conn, card_id, now, actor=actor.name)
+    if moved.todo_dependents:
+        promote_dependents(conn, card_id, now)
+
+
+def _gated(conn: Conn, card_id: int) -> bool:
+    return conn.scalar("SELECT review FROM card WHERE id = :id", {"id": card_id}) is not None
+
+
+def _submit(conn: Conn, card_id: int, summary: str, *, now: datetime, actor: Actor,
+            verdict: Verdict | None) -> None:
+    from kanban import review  # review gates build on this module
+
+    review.submit(conn, card_id, summary, now=now, actor=actor, verdict=verdict)
 
 
 def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
           board: str | None = None) -> CardRecord:
     v.text(reason, "reason", v.MAX_COMMENT, required=True)
-    _move(conn, card_id, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now, board=board,
+    move(conn, card_id, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now, board=board,
           outcome=Outcome.BLOCKED, values={"error": reason}, reason=reason)
     add_comment(conn, card_id, f"blocked: {reason}", author=actor.name, now=now)
     return get_card(conn, card_id)
@@ -145,7 +198,7 @@ def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor 
 def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
             actor: Actor = USER) -> CardRecord:
     to = _status_after_deps(conn, card_id)
-    _move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
+    move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
           values={"error": None, "run_after": now}, note=note)
     if note:
         add_comment(conn, card_id, f"unblocked: {note}", author=actor.name, now=now)
@@ -156,10 +209,11 @@ def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
            reason: str | None = None) -> CardRecord:
     """Cancel a card; a waiting card's unfinished children go with it (nobody awaits them)."""
     row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
-    _move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
-          outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
+         outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
     block_dependents(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
                      actor=actor.name)
+    _helper_ended(conn, card_id, CardStatus.CANCELLED, reason, now)
     if row is not None and row[0] == CardStatus.WAITING:
         for child in unsettled(conn, Delegation.from_json(row[1]).children):
             cancel(conn, child, now=now, actor=Actor(actor.name),
@@ -180,7 +234,7 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
             raise InvalidTransition(f"cannot retry #{card_id}: #{holder.id} holds its key "
                                     f"{card.key!r} and is unfinished")
     to = _status_after_deps(conn, card_id)
-    _move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
+    move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
         "result": None, "error": None, "finished_at": None, "archived_at": None,
         "run_after": now, "retry_base": card.attempt, "resume_base": card.attempt,
         "waiting_on": None,
@@ -226,9 +280,10 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
          outcome: Outcome = Outcome.FAILED) -> CardRecord:
     """A fatal error: fail at once, burning no further attempts."""
     error = error[:v.MAX_COMMENT]
-    _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
+    move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
     block_dependents(conn, card_id, f"failed: {error}", now, actor=actor.name)
+    _helper_ended(conn, card_id, CardStatus.FAILED, error, now)
     return get_card(conn, card_id)
 
 
@@ -242,13 +297,14 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
     used = card.attempt - card.retry_base
     if used >= card.max_attempts:
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
-        _move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
+        move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
         block_dependents(conn, card_id, f"failed: {msg}", now, actor=actor.name)
+        _helper_ended(conn, card_id, CardStatus.FAILED, msg, now)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
-    _move(conn, card_id, Action.REQUEUE, CardStatus.READY, actor=actor, now=now, outcome=outcome,
+    move(conn, card_id, Action.REQUEUE, CardStatus.READY, actor=actor, now=now, outcome=outcome,
           kind="requeued", values={"error": error, "run_after": run_after}, error=error,
           run_after=run_after.isoformat())
     return get_card(conn, card_id)
@@ -268,7 +324,7 @@ def hand_back(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Ac
     if base is None:
         raise CardNotFound(card_id)
     run_after = now + timedelta(seconds=delay_s)
-    _move(conn, card_id, Action.HAND_BACK, CardStatus.READY, actor=actor, now=now,
+    move(conn, card_id, Action.HAND_BACK, CardStatus.READY, actor=actor, now=now,
           outcome=outcome, kind="handed_back",
           values={"run_after": run_after, "retry_base": int(base) + 1}, error=reason)
     return get_card(conn, card_id)
@@ -281,7 +337,7 @@ def wait(conn: Conn, card_id: int, delegation: Delegation, *, now: datetime,
     base = conn.scalar("SELECT retry_base FROM card WHERE id = :id", {"id": card_id})
     if base is None:
         raise CardNotFound(card_id)
-    _move(conn, card_id, Action.WAIT, CardStatus.WAITING, actor=actor, now=now,
+    move(conn, card_id, Action.WAIT, CardStatus.WAITING, actor=actor, now=now,
           outcome=Outcome.WAITING, kind="waiting",
           values={"waiting_on": delegation.to_json(), "retry_base": int(base) + 1},
           children=list(delegation.children))
@@ -298,7 +354,7 @@ def resume_if_settled(conn: Conn, card_id: int, *, now: datetime, actor: Actor) 
     delegation = Delegation.from_json(row[1])
     if unsettled(conn, delegation.children):
         return False
-    _move(conn, card_id, Action.RESUME, CardStatus.READY, actor=Actor(actor.name), now=now,
+    move(conn, card_id, Action.RESUME, CardStatus.READY, actor=Actor(actor.name), now=now,
           kind="resumed", values={"run_after": now}, children=list(delegation.children))
     return True
 
@@ -329,6 +385,13 @@ def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: dateti
     record_event(conn, board=target[0], card_id=card_id, kind="commented", actor=author, at=now,
                  comment_id=comment_id)
     return int(comment_id)
+
+
+def _helper_ended(conn: Conn, card_id: int, status: str, why: str | None,
+                  now: datetime) -> None:
+    from kanban.review import helper_ended  # review gates and triage build on this module
+
+    helper_ended(conn, card_id, status, why, now=now)
 
 
 def _status_after_deps(conn: Conn, card_id: int) -> CardStatus:

@@ -16,6 +16,8 @@ DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
 SCRIPTED_DEMO = "scripted:demo"
 APPROVAL_MODES = ("deny", "ask", "allow")
 WORKSPACE_SPEC = re.compile(r"^(scratch|worktree|parent|dir:.+)$")
+PROFILE_ROLES = ("leaf", "orchestrator", "decomposer")
+REVIEW_GATE = re.compile(r"^(human|verify:.*\S.*|reviewer:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 CONFIG_ENV = "KANBAN_CONFIG"  # an explicit config file (must exist); also how workers get theirs
 
 
@@ -57,11 +59,14 @@ class Profile:
     network: bool = True  # false: commands run without a network; web tools refuse
     sandbox: str = "auto"  # auto: bwrap when it works here | required: refuse without | off
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
-    role: str = "leaf"  # orchestrator: its delegated cards may delegate in turn (issue 16)
+    # orchestrator: its delegated cards may delegate in turn (issue 16), and it gets
+    # kanban_list and kanban_unblock (issue 19); decomposer: it splits triaged cards.
+    role: str = "leaf"
     # A root card's budget for its whole tree (itself and every card below it): no child
     # starts, and no more are delegated, once the tree has spent it.
     tree_token_budget: int | None = None
     tree_max_cost: float | None = None  # dollars
+    review: str | None = None  # the cards' default review gate: verify:CMD, reviewer:P, human
 
     def resolved_model(self, env: Mapping[str, str]) -> str:
         """The model spec; with no API key configured the default is the scripted demo."""
@@ -311,8 +316,6 @@ def _listed(values: Any, key: str) -> Any:
 def _check_profile(profile: Profile, where: str) -> None:
     if profile.api not in (None, "chat", "responses"):
         raise ConfigError(f"{where}.api must be \"chat\" or \"responses\"")
-    if profile.role not in ("leaf", "orchestrator"):
-        raise ConfigError(f"{where}.role must be \"leaf\" or \"orchestrator\"")
     if profile.reasoning not in (None, "low", "medium", "high"):
         raise ConfigError(f"{where}.reasoning must be \"low\", \"medium\" or \"high\"")
     if profile.sandbox not in ("auto", "required", "off"):
@@ -394,6 +397,10 @@ def _check_work(profile: Profile, mcp: Mapping[str, McpServer], where: str) -> N
         raise ConfigError(f"{where}.approval must be one of: {', '.join(APPROVAL_MODES)}")
     if profile.workspace is not None and not WORKSPACE_SPEC.match(profile.workspace):
         raise ConfigError(f"{where}.workspace must be scratch, worktree, parent or dir:PATH")
+    if profile.role not in PROFILE_ROLES:
+        raise ConfigError(f"{where}.role must be one of: {', '.join(PROFILE_ROLES)}")
+    if profile.review is not None and not REVIEW_GATE.match(profile.review):
+        raise ConfigError(f"{where}.review must be verify:COMMAND, reviewer:PROFILE or human")
     for pattern in profile.dangerous_patterns:
         try:
             re.compile(pattern)

@@ -126,9 +126,16 @@ class Card(SQLModel, table=True):
     workspace: str | None = None  # scratch (NULL), dir:PATH, worktree or parent
     # Durable delegation (migration 8): leaf or orchestrator; the delegation a waiting card
     # waits on (JSON); runs of attempts above resume_base continue one conversation.
+    # Review gates and triage (migration 10) add the roles reviewer, decomposer, triaged.
     role: str = Field(default="leaf", max_length=16)
     waiting_on: str | None = None
     resume_base: int = 0
+    # Review gates and triage (migration 10)
+    review: str | None = None  # the gate: verify:CMD, reviewer:PROFILE or human
+    max_reviews: int = 3
+    reviews: int = 0  # gate rounds that asked for changes
+    feedback: str | None = None  # the last gate's feedback, shown to the next attempt
+    subject_id: int | None = Field(default=None, index=True)  # the card it reviews/triages
 
 
 class CardCount(SQLModel, table=True):
@@ -274,6 +281,7 @@ class CronJob(SQLModel, table=True):
     jitter_s: int = 0
     anchor_at: datetime | None = Field(default=None, sa_type=UTCDateTime)  # interval grid
     skills: str | None = None  # comma-separated skill names for the cards it creates
+    review: str | None = None  # the review gate of its cards (migration 10)
 
 
 class CronFire(SQLModel, table=True):

@@ -65,9 +65,9 @@ def create_file(path: Path) -> None:
     os.close(fd)
     # Before the first page is written: freed pages can go back to the file system in
     # small steps (`kanban gc`), instead of only a whole-file VACUUM.
-    raw = sqlite3.connect(path, isolation_level=None)
+    raw = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
-        raw.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        raw.execute("PRAGMA auto_vacuum = INCREMENTAL")  # a no-op once tables exist
         raw.execute("PRAGMA journal_mode = WAL")
     finally:
         raw.close()

@@ -28,6 +28,7 @@ def _show(detail: CardDetail, own: bool) -> str:
         "id": c.id, "title": c.title, "goal": c.goal, "context": c.context, "status": c.status,
         "priority": c.priority, "attempt": c.attempt, "max_attempts": c.max_attempts,
         "parent_id": c.parent_id, "depth": c.depth, "result": c.result,
+        "review_gate": c.review, "review_feedback": c.feedback,
         "dependencies": [{"id": d.id, "title": d.title, "status": d.status, "result": d.result}
                          for d in detail.depends_on],
         "children": [{"id": d.id, "title": d.title, "status": d.status, "result": d.result}
@@ -56,15 +57,21 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
     if args.get("result"):
         summary = f"{summary}\n\n{args['result']}"
     summary = scope.on_complete(summary)
-    with _finishing(scope), scope.fenced(proven=True) as conn:
+    verdict = scope.verify() if scope.verify is not None else None
+    with finishing(scope), scope.fenced(proven=True) as conn:
         transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
-                             actor=scope.actor)
+                             actor=scope.actor, gated=scope.gated, verdict=verdict)
+        status = (conn.scalar("SELECT status FROM card WHERE id = :id", {"id": scope.card_id})
+                  if scope.gated is not False else "done")
     scope.finished = "completed"
-    return ToolResult(f"card #{scope.card_id} is done", ends_run=True)
+    if verdict is not None and not verdict.passed:
+        return ToolResult(f"card #{scope.card_id} did not pass its review gate and is now "
+                          f"{status}:\n{verdict.feedback}", ends_run=True)
+    return ToolResult(f"card #{scope.card_id} is {status}", ends_run=True)
 
 
 @contextmanager
-def _finishing(scope: WorkerScope) -> Iterator[None]:
+def finishing(scope: WorkerScope) -> Iterator[None]:
     """While the card is being finished, its lease vanishing is expected, not a loss."""
     scope.finishing = True
     try:
@@ -75,7 +82,7 @@ def _finishing(scope: WorkerScope) -> Iterator[None]:
 
 
 def kanban_block(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
-    with _finishing(scope), scope.fenced() as conn:
+    with finishing(scope), scope.fenced() as conn:
         transitions.block(conn, scope.card_id, args["reason"], now=scope.kb.clock(),
                           actor=scope.actor)
     scope.finished = "blocked"

@@ -17,6 +17,7 @@ from kanban.state.store import Conn
 from kanban.transitions import Actor, assert_lease
 
 if TYPE_CHECKING:
+    from kanban.review import Verdict
     from kanban.skills import Skill
 T = TypeVar("T")
 WRITE_RETRY = Backoff(first_s=0.1, cap_s=2.0)
@@ -47,6 +48,10 @@ class WorkerScope:
     skills: Mapping[str, Skill] = field(default_factory=dict)  # what skill_view may show
     skill_files: Mapping[str, list[str]] = field(default_factory=dict)  # in the workspace
     lease_until: datetime | None = None  # as last renewed (by the store's clock)
+    # A review gate (issue 19): completing a gated card sends it to review; a verify gate's
+    # command runs first, under the lease, and its verdict goes with the completion.
+    gated: bool | None = None  # None: not known here (a completion looks it up)
+    verify: Callable[[], Verdict] | None = None
 
     @property
     def actor(self) -> Actor:

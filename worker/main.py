@@ -41,7 +41,9 @@ from kanban.states import Outcome
 from kanban.textsafety import clean_text
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
+from kanban.triage import TRIAGED_ROLE
 from kanban.validation import MAX_SUMMARY
+from kanban.worker import gates
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.handoff import receive
@@ -190,6 +192,9 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
         card = _retrying(scope, lambda: kb.card(wenv.card_id))
         if card.command is not None:  # a script card: a command, no model
             return _run_script_card(scope, card, wenv, env, setting.runner)
+        if card.role == TRIAGED_ROLE:  # its children finished: their results are its own
+            gates.roll_up(scope, card)
+            return EXIT_OK
         return _run_agent_card(scope, card, wenv, config, env, setting)
     finally:
         if watchdog is not None:
@@ -275,6 +280,7 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                                 env=env, runner=runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
+        gates.arm(scope, card, bench)
         lead = orchestrator_scope(scope, card, plan, config, setting.home)
         try:
             toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench,
@@ -379,8 +385,10 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
         # The model's last text as it is would be refused (controls, size): fit it instead.
         text = clean_text(result.text or "", MAX_SUMMARY - 6000).strip()
         summary = scope.on_complete(text or "(the agent ended without a summary)")
+        verdict = gates.verdict(scope)
         _retrying(scope, lambda: scope.kb.complete(scope.card_id, summary, actor=scope.actor,
-                                                   implicit=True))
+                                                   implicit=True, gated=scope.gated,
+                                                   verdict=verdict))
         return EXIT_OK
     if result.stop_reason == StopReason.ERROR and result.fatal:
         return _fail(scope, result.error or "fatal model error")

@@ -24,8 +24,14 @@ from kanban.tools.catalog import REGISTRY
 from kanban.tools.registry import Toolbox
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS_TOOLSET
+from kanban.toolsets import BY_ROLE, for_role
 from kanban.worker.materials import Materials, materials_for, place_materials
-from kanban.worker.prompts import decision_notes, first_prompt, skills_prompt, system_prompt
+from kanban.worker.prompts import (
+    first_prompt,
+    news_since_last_run,
+    skills_prompt,
+    system_prompt,
+)
 from kanban.worker.runtime import run_limits
 from kanban.worker.toolbox import card_toolsets
 
@@ -48,7 +54,8 @@ class WorkerPlan:
     max_turns: int
     limits: Limits
     timeout_s: float
-    # What a resumed conversation is told on top of its stored turns (a person's decisions).
+    # What a resumed conversation is told on top of its stored turns (review feedback, a
+    # person's decisions).
     resume_notes: tuple[str, ...] = ()
 
 
@@ -75,8 +82,9 @@ def plan_run(card: CardRecord, config: Config, env: Mapping[str, str], *,
     return WorkerPlan(
         card=card, profile=profile, model=card.model or profile.resolved_model(env),
         toolsets=toolsets, skills=skills, materials=materials, system=system_prompt(toolsets),
-        opening=tuple(opening), resume_notes=tuple(decision_notes(decisions)),
-        max_turns=max_turns, limits=run_limits(profile, max_turns=max_turns, spent_cost=spent_cost),
+        opening=tuple(opening), resume_notes=tuple(news_since_last_run(card, decisions)),
+        max_turns=max_turns,
+        limits=run_limits(profile, max_turns=max_turns, spent_cost=spent_cost),
         timeout_s=card.timeout_s or profile.timeout_s)
 
 
@@ -87,6 +95,7 @@ def worker_toolsets(card: CardRecord, profile: Profile, config: Config, *, has_s
     chosen = card_toolsets(card, profile, config)
     if has_skills:
         chosen.append(SKILLS_TOOLSET)
+    chosen += for_role(card.role, profile.role)
     return tuple(dict.fromkeys(chosen))
 
 
@@ -95,7 +104,7 @@ def toolbox_for(plan: WorkerPlan, scope: WorkerScope) -> Toolbox:
     own with `worker.toolbox.toolbox`: bound to its workspace, MCP servers started)."""
     registered = [t for t in plan.toolsets if t in REGISTRY.toolsets()]  # MCP: not started
     return REGISTRY.toolbox(registered, scope, contexts={
-        t: _PREVIEW for t in registered if t not in ("kanban", SKILLS_TOOLSET)})
+        t: _PREVIEW for t in registered if t not in ("kanban", SKILLS_TOOLSET, *BY_ROLE)})
 
 
 def prepare_run(attachments: Attachments, card: CardRecord, config: Config,

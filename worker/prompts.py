@@ -42,8 +42,18 @@ def first_prompt(card: CardRecord, materials: Materials | None = None,
         parts.append(f"Files attached to your card, read-only in your workspace:\n{listed}")
     if card.attempt > 1:
         parts.append(f"This is attempt {card.attempt}; kanban_show lists earlier attempts.")
-    parts += decision_notes(decisions)
+    parts += news_since_last_run(card, decisions)
     return "\n\n".join(parts)
+
+
+def news_since_last_run(card: CardRecord, decisions: Iterable[ApprovalRecord]) -> list[str]:
+    """What the model must hear at the start of an attempt, fresh or resumed: a review's
+    feedback on the previous attempt, a person's answers to the commands it asked to run."""
+    notes = []
+    if card.feedback:
+        notes.append("The review of your previous attempt asked for changes. Its feedback:\n"
+                     f"{card.feedback}")
+    return notes + decision_notes(decisions)
 
 
 def decision_notes(decisions: Iterable[ApprovalRecord]) -> list[str]:

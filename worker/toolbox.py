@@ -77,11 +77,18 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
     for name in toolsets:
         if name.startswith("mcp:"):
             continue
-        if name not in names.BUILTIN:
+        if name not in names.BUILTIN and name not in names.BY_ROLE:
             names.load_plugin(name, REGISTRY)
         registered.append(name)
     # The board's toolsets (kanban, skills) act for the card; the others work in its workspace.
-    contexts.update({name: bench for name in registered if name not in (names.ALWAYS, SKILLS)})
+    # Role toolsets (review, orchestrator, triage) act for the card too.
+    contexts.update({name: bench for name in registered
+                     if name not in (names.ALWAYS, SKILLS, *names.BY_ROLE)})
+    if names.TRIAGE in registered:  # a decomposer's proposal becomes cards on the board
+        from kanban.tools.triage_tools import BoardDecomposer
+
+        contexts[names.TRIAGE] = BoardDecomposer(scope, tuple(config.profiles),
+                                                 max_cards=config.limits.max_children_per_card)
     return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra)
 
 

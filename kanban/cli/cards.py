@@ -17,6 +17,7 @@ from kanban.cli.base import (
     require_skills,
 )
 from kanban.cli.params import CARD_ID, card_id_argument, complete_profiles
+from kanban.cli.triage import decomposer_option, dry_run_option
 from kanban.validation import MAX_ATTEMPTS_RANGE, TIMEOUT_RANGE
 
 profile_option = click.option("--profile", shell_complete=complete_profiles, metavar="NAME",
@@ -54,21 +55,42 @@ profile_option = click.option("--profile", shell_complete=complete_profiles, met
 @click.option("--toolsets", metavar="NAMES",
               help="Comma-separated toolsets, e.g. kanban,file,terminal (default: the "
                    "profile's).")
+@click.option("--verify", metavar="CMD",
+              help="Review gate: run CMD in the workspace when the worker completes; exit 0 "
+                   "makes the card done, else it goes back with the output as feedback.")
+@click.option("--reviewer", metavar="PROFILE", shell_complete=complete_profiles,
+              help="Review gate: a PROFILE agent reviews the result and approves or requests "
+                   "changes.")
+@click.option("--human", is_flag=True,
+              help="Review gate: wait for `kanban approve ID` or `kanban reject ID`.")
+@click.option("--max-reviews", type=click.IntRange(*MAX_ATTEMPTS_RANGE), default=3,
+              show_default=True, help="Review rounds that may ask for changes before the card "
+                                      "fails (a --human card is blocked instead).")
+@click.option("--triage", is_flag=True,
+              help="TITLE is a rough idea: a decomposer agent splits it into child cards, and "
+                   "the card ends with their results.")
+@decomposer_option
+@dry_run_option
 @json_option
 @click.pass_context
 def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         depends_on: tuple[int, ...], profile: str, max_attempts: int, timeout: float | None,
         key: str | None, at: str | None, within: str | None, skills: tuple[str, ...],
-        workspace: str | None, toolsets: str | None, as_json: bool) -> None:
+        workspace: str | None, toolsets: str | None, verify: str | None, reviewer: str | None,
+        human: bool, max_reviews: int, triage: bool, decomposer: str | None, dry_run: bool,
+        as_json: bool) -> None:
     """Add a card; it is ready at once unless a dependency is unfinished.
 
     TITLE is one line saying what the card is for. Prints the new card's id (with --key,
     the id of the unfinished card holding the key). With --at or --in the card waits in
-    `scheduled` until then.
+    `scheduled` until then. A review gate (--verify, --reviewer or --human) checks the
+    worker's result before the card counts as done. With --triage a decomposer agent
+    splits the card into child cards (see `kanban triage`).
     """
     from pathlib import Path
 
     from kanban.cards import NewCard
+    from kanban.review import gate_spec
     from kanban.toolsets import check, parse_list
     from kanban.workspaces import normalise_spec
 
@@ -85,11 +107,29 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
     else:  # a relative dir: in config.toml starts at its folder
         home = config.path.parent if config.path else Path.cwd()
         spec = normalise_spec(chosen.workspace, base=home, has_parent=False)
-    added = kanban.add(NewCard(
+    gate = gate_spec(verify=verify, reviewer=reviewer, human=human)
+    if reviewer is not None:
+        config.profile(reviewer)  # an unknown reviewer profile fails now, not after the work
+    new = NewCard(
         title=title, goal=goal, context=context, board=board_of(ctx), priority=priority,
         profile=profile, depends_on=depends_on, max_attempts=max_attempts, timeout_s=timeout,
         key=key, run_at=scheduled_time(ctx, at, within, kanban.clock()), skills=skills,
-        workspace=spec, toolsets=",".join(names) if names is not None else None))
+        workspace=spec, toolsets=",".join(names) if names is not None else None,
+        review=gate or chosen.review, max_reviews=max_reviews)
+    if (decomposer is not None or dry_run) and not triage:
+        raise click.UsageError("--decomposer and --dry-run go with --triage", ctx)
+    if triage:
+        from kanban.cli.triage import print_proposal
+        from kanban.triage import catalogue, decomposer_profile
+
+        name = decomposer_profile(config, decomposer)
+        if dry_run:
+            new.validated()
+            print_proposal(config, name, title, goal, context, as_json)
+            return
+        added = kanban.triage_new(new, decomposer=name, catalog=catalogue(config))
+    else:
+        added = kanban.add(new)
     card = added.card
     if as_json:
         output.print_json({**card.to_json(), "created": added.created})

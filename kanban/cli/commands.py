@@ -19,6 +19,9 @@ COMMANDS: dict[str, Entry] = {
                   "Create .kanban/kanban.db here (or at --db) with a 'default' board."),
     "add": Entry("kanban.cli.cards:add",
                  "Add a card; it is ready at once unless a dependency is unfinished."),
+    "triage": Entry("kanban.cli.triage:triage",
+                    "Have a decomposer split a card into child cards (--dry-run: only show "
+                    "them)."),
     "edit": Entry("kanban.cli.cards:edit",
                   "Change an unfinished card's title, goal, context, priority or limits."),
     "board": Entry("kanban.cli.boards:board",
@@ -49,7 +52,9 @@ COMMANDS: dict[str, Entry] = {
                        "Print the directory a card's worker works in (its workspace), and nothing "
                        "else."),
     "approve": Entry("kanban.cli.work:approve",
-                     "Approve the command a blocked card waits on; its next attempt runs it."),
+                     "Pass a card's review gate, or approve the command a blocked card waits on."),
+    "reject": Entry("kanban.cli.work:reject",
+                    "Send a card in review back for another attempt, with feedback."),
     "deny": Entry("kanban.cli.work:deny",
                   "Deny the command a blocked card waits on; its next attempt is told so."),
     "boards": Entry("kanban.cli.boards:boards", "List and create boards."),

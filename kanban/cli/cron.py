@@ -92,6 +92,9 @@ def job_settings(*, editing: bool) -> Decorator:
         click.option("--jitter", metavar="DURATION",
                      help="Delay each fire by a random amount up to this, e.g. 30s (default: "
                           "none)."),
+        click.option("--review", metavar="GATE",
+                     help="Each card's review gate: verify:COMMAND, reviewer:PROFILE or human "
+                          "(see `kanban add --verify`)."),
         click.option("--skill", "skill", multiple=True, metavar="NAME",
                      help="A skill each card's worker gets (repeatable; see `kanban "
                           "skills`)."),
@@ -155,6 +158,9 @@ def _check_profile(ctx: click.Context, settings: dict[str, Any]) -> None:
     if "profile" in settings:
         config_of(ctx).profile(settings["profile"])  # refused now, not at the first fire
     require_skills(ctx, settings.get("skills", ()))  # so are unknown skills
+    gate = settings.get("review") or ""
+    if gate.startswith("reviewer:"):
+        config_of(ctx).profile(gate.removeprefix("reviewer:"))  # and an unknown reviewer
 
 
 @cron_app.command("add")
@@ -194,7 +200,7 @@ CLEARABLE = {"model": ("model", None), "toolsets": ("toolsets", None),
              "timeout": ("timeout_s", None), "max-attempts": ("max_attempts", None),
              "workspace": ("workspace", None), "script": ("command", None),
              "context-from": ("context_from", ()), "deliver": ("deliver", ()),
-             "jitter": ("jitter_s", 0), "skills": ("skills", ())}
+             "jitter": ("jitter_s", 0), "skills": ("skills", ()), "review": ("review", None)}
 
 
 @cron_app.command("edit")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 STATUS_STYLE = {
     "scheduled": "blue", "todo": "white", "ready": "cyan", "running": "yellow", "blocked": "red",
     "waiting": "magenta", "done": "green", "failed": "bold red", "cancelled": "dim",
+    "triage": "bright_blue", "review": "bright_magenta",
 }
 STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
 CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
@@ -87,6 +88,11 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
                         ("result", c.result), ("error", c.error)):
         if body:
             lines += _section(label, body, None if full or label != "context" else CONTEXT_SHOWN)
+    if c.review:
+        lines += _section("review gate", f"{c.review} (rounds that asked for changes: "
+                                         f"{c.reviews} of {c.max_reviews})", None)
+    if c.feedback:
+        lines += _section("review feedback", c.feedback, None)
     if detail.attachments:
         lines.append(heading("attachments"))
         lines += [f"  {a.name}  " + paint(f"{size_text(a.size)} · {a.media_type} · sha256 "

@@ -58,7 +58,7 @@ def _card(card: CardRecord) -> tuple[dict[str, Any], int, str]:
 def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, str]:
     board = text_field(data, "board") or web.board
     profile = text_field(data, "profile") or "default"
-    load_config(web.home / "config.toml").profile(profile)  # as `kanban add`: known profiles
+    chosen = load_config(web.home / "config.toml").profile(profile)  # as `kanban add`
     timeout = text_field(data, "timeout")
     card = web.kanban.add_card(NewCard(
         title=text_field(data, "title") or "", goal=text_field(data, "goal") or "",
@@ -69,7 +69,8 @@ def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, s
         depends_on=tuple(int_field(d, "depends_on", low=1) for d in many(data.get("depends_on"))),
         max_attempts=int_field(data.get("max_attempts") or 3, "max_attempts",
                                low=MAX_ATTEMPTS_RANGE[0], high=MAX_ATTEMPTS_RANGE[1]),
-        timeout_s=_seconds(timeout) if timeout else None))
+        timeout_s=_seconds(timeout) if timeout else None,
+        review=text_field(data, "review") or chosen.review))  # a review gate, as `add`'s
     return card.to_json(), 201, f"/?board={board}"
 
 
@@ -117,6 +118,11 @@ def deny(web: WebBoard, card_id: int | None, data: dict[str, Any]) -> tuple[Any,
     return _card(web.kanban.deny(card_id, reason=text_field(data, "reason") or None))
 
 
+def reject(web: WebBoard, card_id: int | None, data: dict[str, Any]) -> tuple[Any, int, str]:
+    assert card_id is not None
+    return _card(web.kanban.reject(card_id, text_field(data, "feedback") or ""))
+
+
 def _pause(paused: bool) -> Call:
     def change(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, str]:
         board = text_field(data, "board") or None  # none: spawning everywhere
@@ -147,6 +153,7 @@ ROUTES = [
     Route("/api/cards/{card_id}/priority", action(priority), methods=["POST"]),
     Route("/api/cards/{card_id}/approve", action(approve), methods=["POST"]),
     Route("/api/cards/{card_id}/deny", action(deny), methods=["POST"]),
+    Route("/api/cards/{card_id}/reject", action(reject), methods=["POST"]),
     Route("/api/pause", action(_pause(True)), methods=["POST"]),
     Route("/api/resume", action(_pause(False)), methods=["POST"]),
 ]

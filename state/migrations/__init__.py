@@ -67,6 +67,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "instances_and_wakeups", sql_file("0007_instances_and_wakeups")),
     Migration(8, "waiting", sql_file("0008_waiting")),
     Migration(9, "hot_paths", sql_file("0009_hot_paths")),
+    Migration(10, "review", sql_file("0010_review")),
 )
 LATEST = MIGRATIONS[-1].id
 

@@ -193,8 +193,10 @@ def test_timeout_terminates_worker_and_records_timed_out(board: BoardFiles) -> N
 
 def test_lease_expiry_kills_a_frozen_worker_before_requeue(board: BoardFiles,
                                                            tmp_path: Path) -> None:
-    spec = board.script("slow", slow_steps(0.4, heartbeats=2))
-    board.configure(f'[limits]\nlease_s = 1.0\n[profiles.default]\nmodel = "{spec}"\n')
+    # Work long enough (4 s) and a lease roomy enough (2 s) that on a busy machine the
+    # worker is still alive and holding its lease when the test freezes it.
+    spec = board.script("slow", slow_steps(0.5, heartbeats=8))
+    board.configure(f'[limits]\nlease_s = 2.0\n[profiles.default]\nmodel = "{spec}"\n')
     card = board.add("freezes once")
     d = start_dispatcher(board.path, "--max-workers", "1", log=tmp_path / "d.log")
     try:

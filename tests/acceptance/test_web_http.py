@@ -72,7 +72,7 @@ GUARDED_GETS = ["/", "/cards/1", "/columns/ready", "/static/board.js", "/static/
 GUARDED_POSTS = ["/api/cards", "/api/cards/1/comment", "/api/cards/1/block",
                  "/api/cards/1/unblock", "/api/cards/1/cancel", "/api/cards/1/retry",
                  "/api/cards/1/priority", "/api/cards/1/approve", "/api/cards/1/deny",
-                 "/api/pause", "/api/resume"]
+                 "/api/cards/1/reject", "/api/pause", "/api/resume"]
 
 
 def test_every_request_without_the_token_gets_401(served: WebServer, kb: Kanban) -> None:
@@ -338,6 +338,51 @@ def test_approve_and_deny_are_the_cli_calls(served: WebServer, kb: Kanban) -> No
             (a.decision, a.reason) for a in kb.approvals(cli_card)]
         again = client.post(f"/api/cards/{web_card}/{verb}", json=body, headers=csrf)
         assert again.status_code == 409 and "no pending approval" in again.json()["error"]
+
+
+def in_review(kb: Kanban, title: str) -> int:
+    """A human-gated card its worker completed: it waits in review."""
+    card = kb.add_card(NewCard(title, review="human"))
+    with kb.db.write() as conn:
+        claim = claims.claim_card(conn, card.id, now=kb.clock(), lease_s=30)
+    kb.complete(card.id, "draft <b>one</b>", actor=Actor("w", claim.claim_token), gated=True)
+    return card.id
+
+
+def review_moves(kb: Kanban, card_id: int) -> list[tuple[str, str, str]]:
+    return [(e.kind, json.loads(e.data).get("from", ""), json.loads(e.data).get("to", ""))
+            for e in kb.detail(card_id).events if e.kind not in ("created", "claimed")]
+
+
+def test_review_gate_actions_are_the_cli_calls(served: WebServer, kb: Kanban) -> None:
+    client = served.client()
+    csrf = {"X-CSRF-Token": served.csrf(client)}
+    web_card, cli_card = in_review(kb, "web review"), in_review(kb, "cli review")
+    assert 'class="column st-review"' in client.get("/").text
+    drawer = client.get(f"/cards/{web_card}?partial=1").text
+    assert "in review" in drawer and f"/api/cards/{web_card}/reject" in drawer
+    hostile = "<script>alert(1)</script> more detail"
+    sent = client.post(f"/api/cards/{web_card}/reject", json={"feedback": hostile},
+                       headers=csrf)
+    assert sent.status_code == 200 and sent.json()["status"] == "ready", sent.text
+    kanban(served.db, "reject", str(cli_card), "--feedback", hostile)
+    drawer = client.get(f"/cards/{web_card}?partial=1").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; more detail" in drawer
+    assert "<script>alert" not in drawer
+    empty = client.post(f"/api/cards/{cli_card}/reject", json={"feedback": ""}, headers=csrf)
+    assert empty.status_code in (400, 409)
+    for card_id in (web_card, cli_card):
+        with kb.db.write() as conn:
+            claim = claims.claim_card(conn, card_id, now=kb.clock(), lease_s=30)
+        kb.complete(card_id, "draft two", actor=Actor("w", claim.claim_token), gated=True)
+    passed = client.post(f"/api/cards/{web_card}/approve", json={"note": "good"},
+                         headers=csrf)
+    assert passed.status_code == 200 and passed.json()["status"] == "done", passed.text
+    kanban(served.db, "approve", str(cli_card), "--note", "good")
+    assert review_moves(kb, web_card) == review_moves(kb, cli_card)
+    assert [k for k, _, _ in review_moves(kb, web_card)] == [
+        "review_requested", "changes_requested", "commented", "review_requested",
+        "review_passed", "commented"]
 
 
 def test_pause_and_resume_a_board_and_spawning(served: WebServer, kb: Kanban) -> None:

@@ -61,8 +61,11 @@ def test_claim_and_complete_take_at_most_eight_statements(tmp_path: Path) -> Non
     assert len(statements) - len(work) == 4  # two transactions, nothing else
 
 
-def test_dependents_cost_no_extra_statement(tmp_path: Path) -> None:
-    """Promotion is one statement whatever the number of dependents (plus their events)."""
+def test_dependents_cost_one_statement_however_many(tmp_path: Path) -> None:
+    """Dependents waiting in todo add one statement (their promotion) whatever their
+    number, plus one `promoted` event each (the dependents' audit rows)."""
     alone = counted(cycle_statements(tmp_path / "a", dependents=0))
-    three = counted(cycle_statements(tmp_path / "b", dependents=3))
-    assert len(three) - len(alone) == 3  # one `promoted` event each
+    one = counted(cycle_statements(tmp_path / "b", dependents=1))
+    three = counted(cycle_statements(tmp_path / "c", dependents=3))
+    assert len(one) - len(alone) == 1 + 1
+    assert len(three) - len(alone) == 1 + 3

@@ -7,13 +7,15 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from kanban import claims, gc
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state.store import Database
 from kanban.transitions import Actor
 from kanban.workspaces import scratch_dir
-from tests.support.db import FakeClock, open_sqlite
+from tests.support.db import STORES, FakeClock, open_sqlite
 
 
 def finished_card(kb: Kanban, home: Path, title: str, *, transcript: int = 3,
@@ -100,3 +102,18 @@ def test_gc_leaves_other_directories_alone(tmp_path: Path) -> None:
         assert (mine / "keep.txt").exists() and outside.exists()
     finally:
         db.dispose()
+
+
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_gc_on_every_store(kb: Kanban, db: Database, clock: FakeClock, tmp_path: Path) -> None:
+    old = [finished_card(kb, tmp_path, f"old {n}") for n in range(3)]
+    clock.advance(31 * 86400)
+    kept = finished_card(kb, tmp_path, "recent")
+    report = gc.collect(db, tmp_path, older_than=timedelta(days=30), now=clock.now, batch=2)
+    assert (report.archived, report.batches, report.messages) == (3, 2, 9)
+    assert [kb.card(i).archived_at is not None for i in [*old, kept]] == [True] * 3 + [False]
+    with db.read() as conn:
+        assert conn.column("SELECT kind FROM event WHERE card_id = :c", {"c": old[0]}) == [
+            "archived"]
+        assert conn.scalar("SELECT n FROM card_count WHERE board = 'default' AND "
+                           "status = 'done'") == 1

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kanban import transitions
+from kanban import claims, transitions
 from kanban.cards import NewCard
 from kanban.children import Delegation, unfinished_children
 from kanban.claims import ClaimFilter, claim_card
@@ -214,6 +214,10 @@ def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardReco
     elif status is CardStatus.TODO:
         dep = kb.add_card(NewCard("dependency"))
         card = kb.add_card(NewCard("card under test", depends_on=[dep.id], **fields))
+    elif status is CardStatus.TRIAGE:
+        card = kb.add_card(NewCard("card under test", triage=True, **fields))
+    elif status is CardStatus.REVIEW:
+        card = kb.add_card(NewCard("card under test", **{"review": "human", **fields}))
     else:
         card = kb.add_card(NewCard("card under test", **fields))
     if status is CardStatus.RUNNING:
@@ -232,6 +236,10 @@ def put_card_in(kb: Kanban, status: CardStatus | str, **fields: Any) -> CardReco
         fail(kb, card.id)
     elif status is CardStatus.CANCELLED:
         kb.cancel(card.id, reason="not needed")
+    elif status is CardStatus.REVIEW:  # its worker completed it: the gate decides
+        with kb.db.write() as conn:
+            claim = claims.claim_card(conn, card.id, now=kb.clock(), lease_s=LEASE_S)
+        kb.complete(card.id, "finished, to be reviewed", actor=worker(claim), gated=True)
     card = kb.card(card.id)
     assert card.status == status
     return card

@@ -109,8 +109,6 @@ class BoardMachine(RuleBasedStateMachine):
             for other in self.cards.values():
                 if card.id in other.deps and other.status in (S.TODO, S.READY):
                     other.status, other.blocked_by = S.BLOCKED, card.id
-        if to == S.DONE:  # what it had blocked waits no more
-            self.release(card)
         if to == S.DONE:
             for other in self.cards.values():
                 if card.id in other.deps and other.status == S.TODO and self.deps_done(other):

@@ -44,21 +44,29 @@ PERFORM: dict[Action, Callable[[Kanban, int], CardRecord]] = {
     Action.RETRY: lambda kb, cid: kb.retry(cid),
     Action.ARCHIVE: lambda kb, cid: kb.archive(cid),
     Action.WAIT: lambda kb, cid: wait_on_children(kb, cid),
+    Action.PASS: lambda kb, cid: kb.approve_review(cid),
+    Action.CHANGES: lambda kb, cid: kb.reject(cid, "redo it"),
+    Action.TRIAGE: lambda kb, cid: kb.triage(cid, decomposer="default", catalog=""),
 }
+# Made by workers and decomposers, tested in test_review.py and test_triage.py.
+BY_PROCESSES = {Action.SUBMIT, Action.DECOMPOSE}
 TARGET = {
     Action.COMPLETE: S.DONE, Action.BLOCK: S.BLOCKED, Action.UNBLOCK: S.READY,
     Action.REQUEUE: S.READY, Action.FAIL: S.FAILED, Action.CANCEL: S.CANCELLED,
     Action.RETRY: S.READY, Action.HAND_BACK: S.READY, Action.WAIT: S.WAITING,
+    Action.PASS: S.DONE, Action.CHANGES: S.READY, Action.TRIAGE: S.TRIAGE,
 }
 EVENT_KIND = {Action.REQUEUE: "requeued", Action.ARCHIVE: "archived",
-              Action.HAND_BACK: "handed_back", Action.WAIT: "waiting"}
+              Action.HAND_BACK: "handed_back", Action.WAIT: "waiting",
+              Action.PASS: "review_passed", Action.CHANGES: "changes_requested",
+              Action.TRIAGE: "triaged"}
 PAIRS = [(action, status) for action in PERFORM for status in CardStatus]
 
 
 def test_the_table_covers_every_action() -> None:
     # claim, promote, release and resume happen on their own (resume: see test_waiting.py)
     automatic = {Action.CLAIM, Action.PROMOTE, Action.RELEASE, Action.RESUME}
-    assert set(PERFORM) | automatic == set(Action)
+    assert set(PERFORM) | automatic | BY_PROCESSES == set(Action)
     assert set(ALLOWED) == set(Action)
 
 

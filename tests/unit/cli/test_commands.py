@@ -247,9 +247,9 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert (status.pop("database_source"), status.pop("config_exists")) == ("flag", False)
     assert status.pop("sandbox") == {}  # said per live dispatcher
     assert status == {"board": None, "counts": {
-        "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "waiting": 0, "blocked": 0,
-        "done": 1, "failed": 0,
-        "cancelled": 0}, "total": 2, "paused_globally": True, "paused_boards": ["ops"],
+        "triage": 0, "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "review": 0,
+        "waiting": 0, "blocked": 0, "done": 1, "failed": 0, "cancelled": 0}, "total": 2,
+        "paused_globally": True, "paused_boards": ["ops"],
         "dispatchers": [], "workers": 0, "next_fires": []}
     assert cli.json("status", "--board", "ops")["total"] == 0
     text = cli.ok("status").stdout

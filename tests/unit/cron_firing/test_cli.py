@@ -22,7 +22,7 @@ from tests.unit.cron_firing.helpers import cards_of, events, job
 JOB_KEYS = {"id", "name", "board", "kind", "schedule", "timezone", "title", "goal", "script",
             "context_from", "profile", "model", "toolsets", "timeout_s", "max_attempts",
             "workspace", "priority", "deliver", "catch_up", "jitter_s", "enabled", "overlap",
-            "next_fire_at", "last_fire_at", "last_card_id", "created_at", "skills"}
+            "next_fire_at", "last_fire_at", "last_card_id", "created_at", "skills", "review"}
 COMMANDS = {"cron", "cron add", "cron edit", "cron list", "cron show", "cron history",
             "cron rm", "cron enable", "cron disable", "cron run", "cron tick", "cron redeliver"}
 
