@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean chromium
+.PHONY: demo test bench lint clean chromium bwrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m kanban.cli.demo
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium bwrap
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The browser tests drive Debian's chromium through Playwright (never a downloaded browser):
@@ -27,6 +27,16 @@ chromium:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 	      >/dev/null; \
 	  else echo "chromium is missing: the browser tests will skip"; fi; }
+
+# The sandbox tests run commands in Debian's bubblewrap: installed the same way (CI=true
+# turns their skip into a failure).
+bwrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's bubblewrap for the sandbox tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap \
+	      >/dev/null; \
+	  else echo "bwrap is missing: the sandbox tests will skip"; fi; }
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -165,8 +165,10 @@ def read_stream(events: Any, reply: ReplyBuilder, model: str) -> ModelResponse:
     """Fold Messages stream events into one response, telling the listener as they come."""
     usage, stop, reported = Usage(), "end_turn", model
     thinking: dict[int, dict[str, Any]] = {}
+    seen = False
     for event in events:
         kind = event.type
+        seen = True
         if kind == "message_start":
             reported = event.message.model or reported
             usage = parse_usage(event.message.usage)
@@ -188,6 +190,8 @@ def read_stream(events: Any, reply: ReplyBuilder, model: str) -> ModelResponse:
             stop = event.delta.stop_reason or stop
             if event.usage is not None and event.usage.output_tokens is not None:
                 usage = Usage(usage.input_tokens, event.usage.output_tokens, usage.cached_tokens)
+    if not seen:  # a 200 that was no event stream at all (a proxy's page, say)
+        raise ModelError(f"{PROVIDER}: model {model!r} sent an empty stream")
     reply.reasoning_blocks.extend(thinking[i] for i in sorted(thinking))
     return reply.response(usage=usage, stop_reason=stop, model=reported, reasoning_wire=WIRE)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kanban.agent.tool_calls import DEFAULT_PARALLEL
+from kanban.agent.tool_calls import DEFAULT_ARGUMENT_CHARS, DEFAULT_PARALLEL, DEFAULT_TOOL_CALLS
 
 WARN_AT = (0.7, 0.9)
 
@@ -25,7 +25,9 @@ class Limits:
     """Bounds of one run: model calls with tools, input+output tokens, dollars, seconds.
 
     `spent_cost` is what earlier runs of the same card already cost, so `max_cost` holds
-    per card; `max_parallel` bounds the tool calls of one turn that run at once.
+    per card; `max_parallel` bounds the tool calls of one turn that run at once. A turn's
+    calls past `max_tool_calls`, and calls whose arguments pass `max_argument_chars`, are
+    answered with an error instead of being run.
     """
 
     max_turns: int = 20
@@ -34,6 +36,8 @@ class Limits:
     max_cost: float | None = None
     spent_cost: float = 0.0
     max_parallel: int = DEFAULT_PARALLEL
+    max_tool_calls: int = DEFAULT_TOOL_CALLS
+    max_argument_chars: int = DEFAULT_ARGUMENT_CHARS
 
 
 @dataclass

@@ -27,7 +27,7 @@ from kanban.agent.limits import BudgetWarnings, Limits, StopReason
 from kanban.agent.model import Model
 from kanban.agent.outputs import SavedOutputs
 from kanban.agent.pricing import PriceTable, context_window
-from kanban.agent.tool_calls import ToolExecutor, TurnInfo
+from kanban.agent.tool_calls import ToolExecutor, TurnInfo, screen_calls
 from kanban.agent.types import (
     Message,
     ModelResponse,
@@ -39,6 +39,12 @@ from kanban.agent.types import (
     Usage,
 )
 from kanban.agent.user_hooks import FinishEvent, TurnEvent, UserHooks
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
 
 GRACE_PROMPT = (
     "You have reached the turn limit for this run. Do not call any tools. "
@@ -139,6 +145,7 @@ class _Run:
         self.turns = 0
         self.compressions = 0
         self.last_cost: float | None = None
+        self.refused: dict[int, ToolResult] = {}  # this turn's calls answered without running
         self.started = clock()
 
     def start(self, system: str, prompt: str | list[Message]) -> None:
@@ -246,7 +253,11 @@ class _Run:
             response = self.request(self.messages, tools, chars=self.chars)
         self.turns += 1
         # Tool calls in the grace call will never be run; keep them out of the transcript.
-        calls = () if grace else response.tool_calls
+        screened = screen_calls(() if grace else response.tool_calls,
+                                max_calls=self.limits.max_tool_calls,
+                                max_argument_chars=self.limits.max_argument_chars)
+        self.refused = screened.refused
+        calls = screened.calls
         self.append(Message("assistant", response.text, tool_calls=calls,
                             reasoning=response.reasoning, reasoning_data=response.reasoning_data,
                             model=response.source or self.model.name))
@@ -258,11 +269,17 @@ class _Run:
         """Call the model (streaming to the hooks), and account for what it cost; `chars`
         is the size of `messages` when the caller already knows it."""
         snapshot = tuple(messages)
-        if self.interrupt is not None:
-            response = self.interrupt.call(lambda: call_model(self.model, snapshot, tools,
-                                                              self.listen))
-        else:
-            response = call_model(self.model, snapshot, tools, self.listen)
+        try:
+            if self.interrupt is not None:
+                response = self.interrupt.call(lambda: call_model(self.model, snapshot, tools,
+                                                                  self.listen))
+            else:
+                response = call_model(self.model, snapshot, tools, self.listen)
+        except (ModelError, Interrupted):
+            raise
+        except Exception as exc:  # an answer no adapter understood: the run's error, not a crash
+            raise ModelError(f"model {self.model.name!r} sent an unreadable answer "
+                             f"({type(exc).__name__}: {one_line(str(exc))})") from exc
         sent = request_chars(snapshot, ()) if chars is None else chars
         self.gauge.calibrate(sent + self.tool_chars * bool(tools), response.usage.input_tokens)
         source = response.source or self.model.name
@@ -286,7 +303,11 @@ class _Run:
     def run_tools(self, calls: Sequence[ToolCall]) -> StopReason | None:
         """Answer every call, in call order; the run ends if one asks to or time runs out."""
         info = TurnInfo(self.turns, self.model.name)
-        results = self.executor.run(calls, info, self.timed_out)
+        run = [i for i in range(len(calls)) if i not in self.refused]
+        ran = self.executor.run([calls[i] for i in run], info, self.timed_out)
+        results: list[ToolResult | None] = [self.refused.get(i) for i in range(len(calls))]
+        for index, result in zip(run, ran, strict=True):
+            results[index] = result
         answered = [r if r is not None else ToolResult(SKIPPED_TOOL_TEXT, is_error=True)
                     for r in results]
         warning = self.warnings.due(self.turns, self.usage.total_tokens, self.total_cost)

@@ -9,8 +9,9 @@ and the size cap, in that order.
 from __future__ import annotations
 
 import concurrent.futures as futures
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.outputs import READ_TOOL, SavedOutputs
@@ -18,6 +19,9 @@ from kanban.agent.types import Toolbox, ToolCall, ToolResult, ToolSpec
 from kanban.agent.user_hooks import UserHooks
 
 DEFAULT_PARALLEL = 8
+DEFAULT_TOOL_CALLS = 64  # per turn; the rest are answered with an error
+DEFAULT_ARGUMENT_CHARS = 1_000_000  # one call's arguments (a file's content, say)
+KEPT_OF_ARGUMENT = 1_000  # characters of a refused argument's head and tail kept
 AFTER_END_TEXT = "not run: an earlier call of this turn ended the run"
 
 
@@ -27,6 +31,45 @@ class TurnInfo:
 
     turn: int
     model: str
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A turn's tool calls as kept in the conversation (oversized arguments replaced by a
+    note) and the error results of those that are not run, by index."""
+
+    calls: tuple[ToolCall, ...]
+    refused: dict[int, ToolResult]
+
+
+def screen_calls(calls: Sequence[ToolCall], *, max_calls: int,
+                 max_argument_chars: int) -> Screened:
+    """Bound one turn: calls past `max_calls` and calls with oversized arguments get an
+    error result the model can act on; the oversized arguments are not kept."""
+    kept: list[ToolCall] = []
+    refused: dict[int, ToolResult] = {}
+    for index, call in enumerate(calls):
+        size = len(call.arguments)
+        if size > max_argument_chars:
+            refused[index] = ToolResult(
+                f"not run: the arguments of this {call.name} call are too large ({size:,} "
+                f"characters; the limit is {max_argument_chars:,}). Send less at once: "
+                "split the content over several calls.", is_error=True)
+            call = replace(call, arguments=_cut_arguments(call.arguments))
+        elif index >= max_calls:
+            refused[index] = ToolResult(
+                f"not run: {len(calls):,} tool calls in one turn; at most {max_calls} are run "
+                f"per turn (this was call {index + 1}). Make the calls you still need in the "
+                "next turn.", is_error=True)
+        kept.append(call)
+    return Screened(tuple(kept), refused)
+
+
+def _cut_arguments(arguments: str) -> str:
+    """What is kept of oversized arguments: valid JSON saying what was cut."""
+    return json.dumps({"cut": f"arguments of {len(arguments):,} characters were not kept",
+                       "head": arguments[:KEPT_OF_ARGUMENT],
+                       "tail": arguments[-KEPT_OF_ARGUMENT:]}, ensure_ascii=False)
 
 
 class ToolExecutor:

@@ -163,11 +163,15 @@ class Dispatcher:
             self._spawner_gone = False
 
     def _register(self) -> int:
-        i = self.instance
+        from kanban.tools.sandbox import check_sandbox
+
+        i, sandbox = self.instance, check_sandbox()  # what this host gives commands
         with self.kb.db.write() as conn:
-            return control.register_dispatcher(
+            dispatcher_id = control.register_dispatcher(
                 conn, host=i.host, pid=i.pid, now=self.kb.clock(), board=self.opts.board,
                 instance=i.id, boot_id=i.boot_id, booted_at=i.booted_at)
+            control.set_sandbox(conn, dispatcher_id, sandbox.reason)
+            return dispatcher_id
 
     def providers_in_use(self) -> set[str]:
         """SDKs worth preloading: those of the profiles' models and of keys present."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import IO, Protocol
 
 from kanban.state.errors import KanbanError
+from kanban.worker.handoff import Handoffs
 
 
 class SpawnError(KanbanError):
@@ -45,6 +46,7 @@ class ForkServerSpawner:
         self._replies: dict[int, int] = {}
         self._cond = threading.Condition()
         self._next_id = 0
+        self._handoffs = Handoffs()  # credentials reach workers past the forkserver
         self._closing = False
         self._proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "kanban.worker.forkserver", db_target or "",
@@ -69,9 +71,11 @@ class ForkServerSpawner:
             if not isinstance(message, dict):
                 continue
             if "exit" in message:
+                self._handoffs.release(message["exit"])
                 self.exits.put((message["exit"], message["code"]))
                 self._wake.set()
             else:
+                self._handoffs.started(message["id"], message["pid"])
                 with self._cond:
                     self._replies[message["id"]] = message["pid"]
                     self._cond.notify_all()
@@ -94,8 +98,17 @@ class ForkServerSpawner:
         with self._cond:
             self._next_id += 1
             rid = self._next_id
-        line = json.dumps({"id": rid, "env": dict(request.env), "cwd": request.cwd,
-                           "log": request.log}) + "\n"
+        env, handoff = self._handoffs.split(request.env)
+        self._handoffs.expect(rid, handoff)
+        try:
+            return self._request(rid, {"id": rid, "env": env, "cwd": request.cwd,
+                                       "log": request.log})
+        except BaseException:
+            self._handoffs.forget(rid)
+            raise
+
+    def _request(self, rid: int, request: dict[str, object]) -> int:
+        line = json.dumps(request) + "\n"
         try:
             assert self._proc.stdin is not None
             self._proc.stdin.write(line.encode())
@@ -126,6 +139,7 @@ class ForkServerSpawner:
         self._reader.join(timeout=2)
         if self._proc.stdout is not None:
             self._proc.stdout.close()
+        self._handoffs.close()
 
 
 class SubprocessSpawner:

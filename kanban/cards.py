@@ -331,7 +331,7 @@ def filter_sql(flt: CardFilter, *, prefix: str = "c.") -> tuple[list[str], dict[
         term = f"lower({prefix}title) LIKE lower(:text) ESCAPE '\\'"
         params["text"] = f"%{escaped}%"
         number = text.removeprefix("#")
-        if number.isdigit() and int(number) <= v.MAX_ID:
+        if number.isascii() and number.isdigit() and int(number) <= v.MAX_ID:
             term = f"({term} OR {prefix}id = :text_id)"
             params["text_id"] = int(number)
         where.append(term)

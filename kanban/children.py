@@ -84,14 +84,27 @@ class ChildStatus:
         return out
 
 
+def check_child_limit(conn: Conn, parent_id: int, adding: int, limit: int | None) -> None:
+    """Refuse (LimitExceeded) when `adding` more children would pass the card's limit,
+    counted over every child it ever made, whichever tool made them."""
+    if limit is None:
+        return
+    made = int(conn.scalar("SELECT count(*) FROM card WHERE parent_id = :id", {"id": parent_id}))
+    if made + adding > limit:
+        raise LimitExceeded(f"#{parent_id} has made {made} child cards; {adding} more would "
+                            f"pass its limit of {limit} (max_children_per_card): finish with "
+                            "what you have, or do the rest yourself")
+
+
 def add_children(conn: Conn, parent_id: int, tasks: Sequence[ChildTask], *,
                  model: str | None, timeout_s: float | None, max_attempts: int,
-                 max_depth: int, now: datetime) -> list[int]:
+                 max_depth: int, now: datetime, max_children: int | None = None) -> list[int]:
     """Create the batch under `parent_id`, resolving `after` indexes to card ids."""
     parent = get_card(conn, parent_id)
     if parent.depth + 1 > max_depth:
         raise LimitExceeded(f"children of #{parent_id} would be at depth {parent.depth + 1}; "
                             f"the limit is {max_depth}")
+    check_child_limit(conn, parent_id, len(tasks), max_children)
     ids: list[int] = []
     for index, task in enumerate(tasks):
         bad = [i for i in task.after if not 0 <= i < index]

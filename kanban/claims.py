@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -253,6 +253,32 @@ def append_message(conn: Conn, run_id: int, seq: int, message: dict[str, Any], *
         "reasoning": message.get("reasoning"), "model": message.get("model"),
         "data": json.dumps(data) if data else None,
     })
+
+
+_CARD_MESSAGES = "FROM message m JOIN run r ON r.id = m.run_id WHERE r.card_id = :card"
+
+
+def transcript_chars(conn: Conn, card_id: int) -> int:
+    """Characters of text a card's transcript holds, over all its runs."""
+    return int(conn.scalar(
+        "SELECT coalesce(sum(length(coalesce(m.content, '')) + length(coalesce(m.tool_calls, "
+        f"'')) + length(coalesce(m.reasoning, ''))), 0) {_CARD_MESSAGES}", {"card": card_id}))
+
+
+def cut_tool_results(conn: Conn, card_id: int, keep: int, cut: Callable[[str], str], *,
+                     batch: int = 200) -> int:
+    """Store a card's oldest long tool results cut (`cut(content)`, about `keep` long);
+    returns the characters freed."""
+    rows = conn.all(f"SELECT m.id, m.content {_CARD_MESSAGES} AND m.role = 'tool' "
+                    "AND length(m.content) > :longer ORDER BY m.id LIMIT :batch",
+                    {"card": card_id, "longer": keep + 200, "batch": batch})
+    freed = 0
+    for message_id, content in rows:
+        shorter = cut(content)
+        conn.run("UPDATE message SET content = :content WHERE id = :id",
+                 {"content": shorter, "id": message_id})
+        freed += len(content) - len(shorter)
+    return freed
 
 
 _ADD_TOKENS = ("UPDATE {table} SET input_tokens = input_tokens + :input_tokens, "

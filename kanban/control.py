@@ -86,6 +86,22 @@ def set_breaker(conn: Conn, dispatcher_id: int, reason: str | None, now: datetim
     set_setting(conn, f"{BREAKER}{dispatcher_id}", value)
 
 
+SANDBOX = "sandbox:"  # setting key prefix: how a dispatcher's workers run commands
+
+
+def set_sandbox(conn: Conn, dispatcher_id: int, note: str | None) -> None:
+    """Record what sandbox this dispatcher's host gives commands (None: forget it)."""
+    set_setting(conn, f"{SANDBOX}{dispatcher_id}", note)
+
+
+def sandbox_notes(conn: Conn, dispatcher_ids: Iterable[int]) -> dict[int, str]:
+    wanted = {f"{SANDBOX}{i}": i for i in dispatcher_ids}
+    if not wanted:
+        return {}
+    rows = conn.all(f"SELECT key, value FROM setting WHERE key LIKE '{SANDBOX}%'")
+    return {wanted[key]: value for key, value in rows if key in wanted}
+
+
 def beat_dispatcher(conn: Conn, dispatcher_id: int, now: datetime) -> None:
     conn.run("UPDATE dispatcher SET heartbeat_at = :now WHERE id = :id",
              {"now": now, "id": dispatcher_id})
@@ -94,6 +110,7 @@ def beat_dispatcher(conn: Conn, dispatcher_id: int, now: datetime) -> None:
 def stop_dispatcher(conn: Conn, dispatcher_id: int, now: datetime) -> None:
     conn.run("UPDATE dispatcher SET stopped_at = :now, heartbeat_at = :now WHERE id = :id",
              {"now": now, "id": dispatcher_id})
+    set_sandbox(conn, dispatcher_id, None)
 
 
 @dataclass(frozen=True)

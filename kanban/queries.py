@@ -226,7 +226,7 @@ def column_plan(board: str, status: str, *, limit: int = 50, after: str | None =
 def _parse_cursor(text: str, by_time: bool) -> tuple[Any, int]:
     key, sep, card_id = text.rpartition("~")
     try:
-        if not sep or not card_id.isdigit():
+        if not sep or not (card_id.isascii() and card_id.isdigit()):
             raise ValueError(text)
         if by_time:
             moment = datetime.fromisoformat(key)

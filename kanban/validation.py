@@ -18,7 +18,9 @@ BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_KEY = 200
 MAX_SKILLS = 16
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C0 but tab, newline and carriage return; DEL; C1; bidi embeddings, overrides, isolates
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e"
+                      "\u2066-\u2069]")
 
 
 MAX_ID = 2**63 - 1  # SQLite's largest integer

@@ -44,6 +44,11 @@ class Profile:
     compress_at: float = 0.5  # share of the window past which the middle is summarised
     tool_result_chars: int = 16_000  # longer tool results are cut and saved whole
     max_parallel_tools: int = 8  # tool calls of one turn running at once
+    # Bounds on model output (issue 21): each is an error result the model can act on.
+    max_tool_calls_per_turn: int = 64  # the rest of a turn's calls are not run
+    max_argument_chars: int = 1_000_000  # one tool call's arguments
+    max_message_chars: int = 64_000  # one stored transcript message (head and tail kept)
+    max_transcript_chars: int = 4_000_000  # a card's transcript; older tool results are cut
     skills: tuple[str, ...] = ()  # skills every card of this profile gets
     # Work in the card's workspace (issue 13).
     description: str = ""  # one line; the delegate tool shows it to a lead choosing a profile
@@ -51,7 +56,8 @@ class Profile:
     dangerous_patterns: tuple[str, ...] = ()  # regexes, beside the built-in list
     max_file_bytes: int = 1_048_576  # the largest file the file tools read or write
     command_timeout_s: float = 120.0  # terminal's default; always within the card's time
-    network: bool = True  # issue 21's sandbox cuts it; web tools refuse without it
+    network: bool = True  # false: commands run without a network; web tools refuse
+    sandbox: str = "auto"  # auto: bwrap when it works here | required: refuse without | off
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
     # orchestrator: its delegated cards may delegate in turn (issue 16), and it gets
     # kanban_list and kanban_unblock (issue 19); decomposer: it splits triaged cards.
@@ -312,8 +318,17 @@ def _check_profile(profile: Profile, where: str) -> None:
         raise ConfigError(f"{where}.api must be \"chat\" or \"responses\"")
     if profile.reasoning not in (None, "low", "medium", "high"):
         raise ConfigError(f"{where}.reasoning must be \"low\", \"medium\" or \"high\"")
+    if profile.sandbox not in ("auto", "required", "off"):
+        raise ConfigError(f"{where}.sandbox must be \"auto\", \"required\" or \"off\"")
     if not 0 < profile.compress_at < 1:
         raise ConfigError(f"{where}.compress_at must be between 0 and 1")
+    if min(profile.max_tool_calls_per_turn, profile.max_argument_chars,
+           profile.max_message_chars, profile.max_transcript_chars) < 1 \
+            or profile.max_message_chars < 1000 \
+            or profile.max_transcript_chars < 10 * profile.max_message_chars:
+        raise ConfigError(f"{where}: max_tool_calls_per_turn and max_argument_chars must be "
+                          "at least 1, max_message_chars at least 1000, and "
+                          "max_transcript_chars at least 10 times max_message_chars")
     if profile.max_parallel_tools < 1 or profile.tool_result_chars < 1000:
         raise ConfigError(f"{where}: max_parallel_tools must be at least 1 and "
                           "tool_result_chars at least 1000")

@@ -57,8 +57,10 @@ sqlite3.register_adapter(datetime, _time_text)
 
 
 def create_file(path: Path) -> None:
-    """Create the database file (and its folders) private to this user."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create the database file (and every folder it needs) private to this user."""
+    missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    for folder in reversed(missing):  # mkdir(parents=True) would give the parents 0755
+        folder.mkdir(exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(fd)
     # Before the first page is written: freed pages can go back to the file system in

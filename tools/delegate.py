@@ -150,7 +150,8 @@ def delegate(args: dict[str, Any], scope: LeadScope) -> ToolResult:
             ids = children.add_children(
                 conn, scope.card.card_id, tasks, model=scope.model,
                 timeout_s=limits.child_timeout_s, max_attempts=limits.child_max_attempts,
-                max_depth=limits.max_depth, now=scope.card.kb.clock())
+                max_depth=limits.max_depth, now=scope.card.kb.clock(),
+                max_children=limits.max_children_per_card)  # checked again, in the write
     except LimitExceeded as exc:
         return ToolResult(exc.message, is_error=True)
     scope.delegated.extend(ids)

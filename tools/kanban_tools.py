@@ -10,6 +10,7 @@ from typing import Any
 from kanban import cards, claims, dependencies, transitions
 from kanban.agent.types import ToolResult
 from kanban.cards import NewCard
+from kanban.children import check_child_limit
 from kanban.errors import LeaseLost, LimitExceeded
 from kanban.records import CardDetail
 from kanban.tools.registry import ToolRegistry
@@ -116,11 +117,7 @@ def kanban_create(args: dict[str, Any], scope: WorkerScope) -> str:
         if own.depth + 1 > scope.max_depth:
             raise LimitExceeded(f"cannot create a card: depth {own.depth + 1} would exceed the "
                                 f"limit of {scope.max_depth}")
-        children = conn.scalar("SELECT count(*) FROM card WHERE parent_id = :id",
-                               {"id": scope.card_id})
-        if children >= scope.max_children_per_card:
-            raise LimitExceeded(f"cannot create a card: #{scope.card_id} already has {children} "
-                                f"children (limit {scope.max_children_per_card})")
+        check_child_limit(conn, scope.card_id, 1, scope.max_children_per_card)
         new = cards.add_card(conn, NewCard(
             title=args["title"], goal=args.get("goal", ""), context=args.get("context", ""),
             board=scope.board, priority=args.get("priority", 0), profile=own.profile,

@@ -15,7 +15,7 @@ import json
 import re
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -28,6 +28,7 @@ from kanban.tools.registry import TOOL_NAME, Tool
 from kanban.tools.schema import check_schema
 
 SEPARATOR = "__"
+Wrap = Callable[[Sequence[str], Path], list[str]]  # a runner's: argv as started in a cwd
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _LOOSE_SCHEMA: dict[str, Any] = {"type": "object"}
 
@@ -39,10 +40,12 @@ class McpError(KanbanError):
 class _Connection:
     """One server's session, owned by a task of the private loop."""
 
-    def __init__(self, server: McpServer, cwd: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, server: McpServer, cwd: Path, env: Mapping[str, str],
+                 wrap: Wrap) -> None:
         self.server = server
         self.cwd = cwd
         self.env = env
+        self.wrap = wrap
         self.session: Any = None
         self.broken = False
         self._stop: asyncio.Event | None = None
@@ -93,8 +96,9 @@ class _Connection:
                 streamable_http_client(self.server.url, http_client=client))
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        params = StdioServerParameters(command=self.server.command or "",
-                                       args=list(self.server.args),
+        # A stdio server is a command like the terminal's: started through the same sandbox.
+        argv = self.wrap([self.server.command or "", *self.server.args], self.cwd)
+        params = StdioServerParameters(command=argv[0], args=argv[1:],
                                        env={**self.env, **self.server.env}, cwd=self.cwd)
         return await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
 
@@ -125,10 +129,11 @@ class McpServers:
     """The MCP servers of one worker."""
 
     def __init__(self, servers: Mapping[str, McpServer], *, cwd: Path,
-                 env: Mapping[str, str]) -> None:
+                 env: Mapping[str, str], wrap: Wrap | None = None) -> None:
         self.servers = dict(servers)
         self.cwd = cwd
         self.env = dict(env)
+        self.wrap: Wrap = wrap or (lambda argv, cwd: list(argv))
         self._conns: dict[str, _Connection] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -196,7 +201,7 @@ class McpServers:
         old = self._conns.get(name)
         if old is not None and not old.broken and old.session is not None:
             raise McpError(f"MCP server {name!r} is already running")
-        conn = _Connection(self.servers[name], self.cwd, self.env)
+        conn = _Connection(self.servers[name], self.cwd, self.env, self.wrap)
         self._conns[name] = conn
         try:
             return self._run(conn.start(), self.servers[name].startup_timeout_s + 5)

@@ -3,7 +3,7 @@
 The runner knows nothing of agents or cards. A `CommandSpec` says what to run and within
 which bounds; a runner returns a `CommandResult` whose whole output sits in a file (the
 caller decides how much of it a model sees). `PlainRunner` isolates by process group and
-rlimits; a sandboxing runner (bubblewrap) implements the same `Runner` protocol.
+rlimits; `kanban.tools.sandbox.BwrapRunner` adds a bubblewrap sandbox around it.
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ class Runner(Protocol):
 
     def cancel_all(self) -> None: ...
 
+    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
+        """`argv` as this runner would start it in `cwd` (long-lived servers use it)."""
+        ...
+
 
 def limit_argv(argv: Sequence[str], limits: Rlimits, timeout_s: float) -> list[str]:
     """`argv` wrapped by prlimit and timeout (util-linux, coreutils): the limits and the
@@ -102,8 +106,11 @@ class PlainRunner:
         self._cancelled = False
 
     def argv(self, spec: CommandSpec) -> list[str]:
-        """What is executed (a sandboxing runner wraps `spec.argv`)."""
+        """What is executed: `spec.argv` within its limits and deadline."""
         return limit_argv(spec.argv, spec.rlimits, spec.timeout_s)
+
+    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
+        return list(argv)
 
     def run(self, spec: CommandSpec) -> CommandResult:
         started = time.monotonic()

@@ -23,6 +23,12 @@ _CREDENTIAL_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AZURE_OPENAI_")
 _WORKER_ONLY = ("KANBAN_DB", "KANBAN_CLAIM_TOKEN", "KANBAN_RUN", "KANBAN_LEASE_S", "KANBAN_MODEL")
 
 
+def is_credential(name: str) -> bool:
+    """Does a variable of this name hold a model or service credential?"""
+    return name.endswith(_CREDENTIAL_SUFFIXES) or name.startswith(_CREDENTIAL_PREFIXES) \
+        and not name.endswith(("_BASE_URL", "_API_BASE", "_ORG_ID", "_PROJECT"))
+
+
 def command_env(worker_env: Mapping[str, str], workspace: Path,
                 drop: tuple[str, ...] = ()) -> dict[str, str]:
     """The worker's (already scrubbed) environment minus model and service credentials and

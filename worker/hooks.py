@@ -26,6 +26,7 @@ from kanban.state.store import Conn
 from kanban.tools.scope import WorkerScope
 from kanban.worker.activity import Activity
 from kanban.worker.redact import redact
+from kanban.worker.transcript import TranscriptCaps, stored_chars
 
 REMINDER = (
     "You have not finished your card. Call kanban_complete with a summary of your result, "
@@ -35,10 +36,12 @@ REMINDER = (
 
 class WorkerHooks(AgentHooks):
     def __init__(self, scope: WorkerScope, activity: Activity | None = None, *,
-                 secrets: Sequence[str] = ()) -> None:
+                 secrets: Sequence[str] = (), caps: TranscriptCaps | None = None) -> None:
         self.scope = scope
         self.activity = activity or Activity(max_turns=0)
         self.secrets = list(secrets)
+        self.caps = caps or TranscriptCaps()
+        self.stored: int | None = None  # the card's transcript so far, read at first commit
         self.seq = 0
         self.reminded = False
         self.tokens = 0
@@ -50,10 +53,13 @@ class WorkerHooks(AgentHooks):
 
     def on_message(self, message: Message) -> None:
         data = message.to_dict()
-        for key in ("content", "reasoning"):
-            if data.get(key) and self.secrets:
-                data[key] = redact(data[key], self.secrets)
-        self._messages.append(data)
+        if self.secrets:
+            for key in ("content", "reasoning"):
+                if data.get(key):
+                    data[key] = redact(data[key], self.secrets)
+            for call in data.get("tool_calls") or ():
+                call["arguments"] = redact(call["arguments"], self.secrets)
+        self._messages.append(self.caps.bound(data))
 
     def on_usage(self, usage: Usage, model_name: str, cost: float | None = None) -> None:
         self._usages.append((usage, model_name, cost))
@@ -80,6 +86,7 @@ class WorkerHooks(AgentHooks):
 
         def store(conn: Conn) -> None:
             now = s.kb.clock()
+            self._within_transcript_cap(conn)
             for n, data in enumerate(self._messages, start=first + 1):
                 claims.append_message(conn, s.run_id, n, data, now=now)
             for usage, model, cost in self._usages:
@@ -94,6 +101,21 @@ class WorkerHooks(AgentHooks):
         self.seq = first + len(self._messages)
         self._messages.clear()
         self._usages.clear()
+
+    def _within_transcript_cap(self, conn: Conn) -> None:
+        """Past the card's cap, older tool results are stored cut, then new ones too."""
+        if self.stored is None:
+            self.stored = claims.transcript_chars(conn, self.scope.card_id)
+        adding = sum(stored_chars(data) for data in self._messages)
+        if self.stored + adding > self.caps.transcript_chars:
+            self.stored -= claims.cut_tool_results(conn, self.scope.card_id,
+                                                   self.caps.old_result_chars, self.caps.cut_old)
+            if self.stored + adding > self.caps.transcript_chars:
+                for data in self._messages:
+                    if data.get("role") == "tool" and data.get("content"):
+                        data["content"] = self.caps.cut_old(data["content"])
+                adding = sum(stored_chars(data) for data in self._messages)
+        self.stored += adding
 
     # --- live activity ----------------------------------------------------------------
 

@@ -24,15 +24,19 @@ from kanban.service import Kanban
 from kanban.skills import SkillCatalog
 from kanban.state.config import Config
 from kanban.state.errors import ConfigError
+from kanban.textsafety import clean_text
 from kanban.tools import delegate
 from kanban.tools.delegate import LEAD_PROFILE, LeadScope
 from kanban.tools.registry import Toolbox
 from kanban.tools.scope import WorkerScope
+from kanban.validation import MAX_SUMMARY
 from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.hooks import WorkerHooks
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.runtime import build_runtime, key_values
+from kanban.worker.toolbox import RedactingToolbox
+from kanban.worker.transcript import transcript_caps
 
 LEAD_SYSTEM = """You lead a team of workers on a kanban board.
 Split the goal into a few independent subtasks and hand them out with the `delegate` tool
@@ -133,8 +137,10 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
             _finish(scope, None, error=message)
             return LeadResult(claim.card_id, None, "error", message, ())
         result = runtime.run(system=LEAD_SYSTEM, prompt=lead_prompt(kb.card(claim.card_id)),
-                             toolbox=Toolbox([delegate.tool_for(config)], lead),
-                             hooks=LeadHooks(scope, activity, secrets=secrets))
+                             toolbox=RedactingToolbox(Toolbox([delegate.tool_for(config)],
+                                                              lead), secrets),
+                             hooks=LeadHooks(scope, activity, secrets=secrets,
+                                             caps=transcript_caps(profile)))
         if result.error:  # providers may echo a key back in an error message
             result = replace(result, error=redact(result.error, secrets))
     except BaseException:
@@ -173,13 +179,18 @@ def lead_prompt(card: CardRecord) -> str:
 
 
 def _settle(scope: WorkerScope, result: AgentResult, delegated: tuple[int, ...]) -> LeadResult:
-    answer = (result.text or "").strip() or None
-    ok = result.stop_reason in (StopReason.COMPLETED, StopReason.TURN_LIMIT,
-                                StopReason.TOKEN_BUDGET, StopReason.COST_BUDGET)
-    error = None if ok and answer else (result.error or f"the lead stopped: {result.stop_reason}")
+    answer = clean_text(result.text or "", MAX_SUMMARY).strip() or None
+    # Out of turns, tokens or money is not done: the answer is only the model's last words.
+    ok = result.stop_reason == StopReason.COMPLETED
+    error = None if ok and answer else (result.error or _stopped(result.stop_reason, answer))
     _finish(scope, answer if not error else None, error=error)
     return LeadResult(scope.card_id, answer, str(result.stop_reason), error, delegated,
                       usage=result.usage.to_dict(), cost=result.cost)
+
+
+def _stopped(reason: StopReason, answer: str | None) -> str:
+    said = f"; its last words: {answer[:2000]}" if answer else ""
+    return f"the lead stopped: {str(reason).replace('_', ' ')} reached{said}"
 
 
 def _finish(scope: WorkerScope, answer: str | None, *, error: str | None) -> None:

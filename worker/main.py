@@ -28,6 +28,7 @@ from kanban.agent.types import Message
 from kanban.attachments import Attachments
 from kanban.children import tree_budget_spent
 from kanban.errors import KanbanError, LeaseLost, ValidationError
+from kanban.events import record_event
 from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state import open_database
@@ -37,12 +38,15 @@ from kanban.state.paths import DbLocation
 from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
 from kanban.state.store import Database
 from kanban.states import Outcome
+from kanban.textsafety import clean_text
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
 from kanban.triage import TRIAGED_ROLE
+from kanban.validation import MAX_SUMMARY
 from kanban.worker import gates
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
+from kanban.worker.handoff import receive
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.materials import place_materials
 from kanban.worker.orchestrator import opening, orchestrator_scope, wait
@@ -50,12 +54,14 @@ from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import stored_conversation
 from kanban.worker.runtime import build_runtime, key_values
+from kanban.worker.sandboxing import card_network, choose_runner, harden
 from kanban.worker.script import run_script
 from kanban.worker.watchdog import Watchdog
 from kanban.workspaces import WORKTREE, Workspace
 
 T = TypeVar("T")
 RETRY = Backoff(first_s=0.1, cap_s=2.0)
+COMMAND_TOOLSETS = ("terminal",)  # toolsets whose tools start commands
 
 EXIT_OK = 0  # the worker recorded the outcome itself
 EXIT_FATAL = 3  # a fatal error; the card was failed
@@ -95,7 +101,10 @@ class WorkerEnv:
 
 def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) -> int:
     """Run the card named by the environment; `db` is a warm database from a forkserver."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = dict(os.environ)
+        receive(env)  # a forked worker's credentials, past the forkserver
+        harden(os.environ)
     try:
         wenv = WorkerEnv.from_env(env)
     except ConfigError as exc:
@@ -261,13 +270,14 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
                 config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
                 max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
                 workspace=workspace.path, hook_context=_hook_context(card, wenv))
+            runner = _command_runner(scope, card, config, plan, setting, workspace.path)
         except (FatalModelError, ConfigError, ValidationError) as exc:
             # credentials, an unknown model, profile or toolset, a skill that no longer
             # exists, a workspace that cannot be resolved
             heartbeat.stop()
             return _fail(scope, redact(exc.message, secrets))
         bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
-                                env=env, runner=setting.runner, started=setting.started)
+                                env=env, runner=runner, started=setting.started)
         if workspace.kind == WORKTREE:
             scope.on_complete = _worktree_note(workspace, card.id, card.title)
         gates.arm(scope, card, bench)
@@ -293,8 +303,8 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
         if restored:  # an offline script goes on where the stored answers leave it
             resume_scripts(runtime.model, sum(m.role == "assistant" for m in restored))
         start = opening(scope, card, plan, lead, restored, activity, secrets)
-        result = runtime.run(system=start.system, prompt=start.prompt, toolbox=toolbox,
-                             hooks=start.hooks)
+        result = runtime.run(system=start.system, prompt=start.prompt,
+                             toolbox=tools.RedactingToolbox(toolbox, secrets), hooks=start.hooks)
     finally:
         heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
         if bench is not None and bench.mcp is not None:
@@ -305,6 +315,22 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
         wait(scope, lead.delegation, result)
         return EXIT_OK
     return settle(scope, result, runtime.limits)
+
+
+def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: WorkerPlan,
+                    setting: Setting, workspace: Path) -> Runner:
+    """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
+    the worker's log and, for cards that run commands, in the run's events."""
+    network = _retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
+    choice = choose_runner(setting.runner, plan.profile, network=network,
+                           workspace=workspace, home=setting.home)
+    print(f"card #{card.id}: {choice.note}", flush=True)
+    if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
+        scope.write(lambda conn: record_event(
+            conn, board=scope.board, card_id=scope.card_id, run_id=scope.run_id,
+            kind="sandbox", actor=scope.actor.name, at=scope.kb.clock(),
+            runner=choice.runner.name, note=choice.note))
+    return choice.runner
 
 
 def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
@@ -356,8 +382,9 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
     if result.stop_reason == StopReason.INTERRUPTED:
         return EXIT_LEASE_LOST  # the card is no longer ours: write nothing
     if result.stop_reason == StopReason.COMPLETED:
-        summary = (result.text or "").strip() or "(the agent ended without a summary)"
-        summary = scope.on_complete(summary)
+        # The model's last text as it is would be refused (controls, size): fit it instead.
+        text = clean_text(result.text or "", MAX_SUMMARY - 6000).strip()
+        summary = scope.on_complete(text or "(the agent ended without a summary)")
         verdict = gates.verdict(scope)
         _retrying(scope, lambda: scope.kb.complete(scope.card_id, summary, actor=scope.actor,
                                                    implicit=True, gated=scope.gated,
@@ -370,7 +397,7 @@ def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -
             conn, scope.card_id, Outcome.FAILED, result.error or "model error",
             now=scope.kb.clock(), actor=scope.actor))
         return EXIT_OK
-    note = f"; last summary: {result.text.strip()[:2000]}" if result.text else ""
+    note = f"; last summary: {clean_text(result.text, 2000).strip()}" if result.text else ""
     return _fail(scope, f"{_limit_text(result, limits)} before the card was finished{note}",
                  code=EXIT_OK)
 

@@ -24,6 +24,7 @@ from kanban.worker.activity import Activity
 from kanban.worker.hooks import WorkerHooks
 from kanban.worker.lead import LEAD_SYSTEM, LeadHooks, children_model, lead_prompt
 from kanban.worker.plan import WorkerPlan
+from kanban.worker.transcript import transcript_caps
 
 ORCHESTRATOR_PROMPT = """
 
@@ -60,7 +61,8 @@ def opening(scope: WorkerScope, card: CardRecord, plan: WorkerPlan, lead: LeadSc
             secrets: Sequence[str]) -> Opening:
     """What the agent starts from: the stored conversation if there is one, else the plan's
     (a lead's own prompt for a lead card; the delegation note for an orchestrator)."""
-    hooks = (LeadHooks if is_lead(card) else WorkerHooks)(scope, activity, secrets=secrets)
+    hooks = (LeadHooks if is_lead(card) else WorkerHooks)(
+        scope, activity, secrets=secrets, caps=transcript_caps(plan.profile))
     if restored:
         return Opening("", with_notes(restored, plan.resume_notes), hooks)
     if is_lead(card):

@@ -64,7 +64,9 @@ def run_limits(profile: Profile, *, max_turns: int, spent_cost: float) -> Limits
     """The bounds of one run (also what `kanban context` shows)."""
     return Limits(max_turns=max_turns, token_budget=profile.token_budget,
                   max_cost=profile.max_cost, spent_cost=spent_cost,
-                  max_parallel=profile.max_parallel_tools)
+                  max_parallel=profile.max_parallel_tools,
+                  max_tool_calls=profile.max_tool_calls_per_turn,
+                  max_argument_chars=profile.max_argument_chars)
 
 
 def model_chain(profile: Profile, spec: str, env: Mapping[str, str]) -> Model:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from kanban import toolsets as names
+from kanban.agent.types import Toolbox as AgentToolbox
+from kanban.agent.types import ToolCall, ToolResult, ToolSpec
 from kanban.records import CardRecord
 from kanban.state.config import Config, Profile
 from kanban.tools import delegate
@@ -16,6 +19,7 @@ from kanban.tools.runner import Runner
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS
 from kanban.tools.workbench import Workbench, command_env
+from kanban.worker.redact import redact
 from kanban.workspaces import Workspace
 
 DEADLINE_MARGIN_S = 3.0  # commands end before the dispatcher's own timeout strikes
@@ -67,7 +71,7 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
         from kanban.tools.mcp import McpServers
 
         bench.mcp = McpServers({n: config.mcp[n] for n in servers}, cwd=bench.workspace,
-                               env=bench.env)
+                               env=bench.env, wrap=bench.runner.wrap)
         for name in servers:
             extra += bench.mcp.tools(name)
     for name in toolsets:
@@ -87,3 +91,26 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
                                                  max_cards=config.limits.max_children_per_card)
     return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra)
 
+
+
+class RedactingToolbox:
+    """A toolbox whose calls reach their tools with the worker's credentials masked (what a
+    tool stores, a comment or a result, never holds a key the model echoed) and whose
+    results come back masked too."""
+
+    def __init__(self, inner: AgentToolbox, secrets: Sequence[str]) -> None:
+        self.inner = inner
+        self.secrets = tuple(secrets)
+
+    def specs(self) -> Sequence[ToolSpec]:
+        return self.inner.specs()
+
+    def call(self, tool_call: ToolCall) -> ToolResult:
+        masked = redact(tool_call.arguments, self.secrets)
+        if masked != tool_call.arguments:
+            tool_call = replace(tool_call, arguments=masked)
+        result = self.inner.call(tool_call)
+        if isinstance(result, str):
+            result = ToolResult(result)
+        content = redact(result.content, self.secrets)
+        return result if content == result.content else replace(result, content=content)

@@ -75,14 +75,23 @@ class RootGroup(click.Group):
             code = super().main(args, prog_name or "kanban", complete_var,
                                 standalone_mode=False, **extra)
             sys.stdout.flush()
+        except SystemExit as exc:  # click's own exit on a closed pipe: made quiet and clear
+            if not _stdout_closed():
+                raise
+            _silence_stdout()
+            code = EXIT_BROKEN_PIPE if exc.code == 1 else exc.code
         except (KeyboardInterrupt, click.Abort):  # click has ended the line already
             code = EXIT_INTERRUPTED
-        except BrokenPipeError:
+        except (BrokenPipeError, output.PipeClosed):
             _silence_stdout()
             code = EXIT_BROKEN_PIPE
         except Exception as exc:
             code = exit_code_for(exc)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _stdout_closed() -> bool:
+    return "PacifyFlushWrapper" in type(sys.stdout).__name__  # click: EPIPE was met
 
 
 def _silence_stdout() -> None:

@@ -8,6 +8,7 @@ import sys
 import click
 
 from kanban.state.errors import KanbanError
+from kanban.textsafety import visible_line
 
 PREFIX = "kanban: error:"
 DEBUG_ENV = "KANBAN_DEBUG"
@@ -20,7 +21,7 @@ def one_line(text: str) -> str:
 
 
 def report(message: str) -> None:
-    sys.stderr.write(f"{PREFIX} {one_line(message)}\n")
+    sys.stderr.write(visible_line(f"{PREFIX} {one_line(message)}") + "\n")
     sys.stderr.flush()
 
 

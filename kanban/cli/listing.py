@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 from collections.abc import Iterator
 from datetime import datetime
@@ -92,5 +91,5 @@ def _stream_json(cards: Iterator[CardRecord]) -> None:
     total = 0
     for total, card in enumerate(cards, start=1):
         write(("\n  " if total == 1 else ",\n  ")
-              + json.dumps(card.to_json(), ensure_ascii=False, default=str))
+              + output.json_text(card.to_json()))
     write(f'\n], "total": {total}, "more": 0}}\n')

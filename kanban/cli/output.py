@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from kanban.textsafety import json_safe, visible_line
+
 _ANSI = {"bold": "1", "dim": "2", "italic": "3", "red": "31", "green": "32", "yellow": "33",
          "blue": "34", "magenta": "35", "cyan": "36", "white": "37"}
 
@@ -27,25 +29,44 @@ def reset(*, utc: bool = False) -> None:
     Settings.utc = utc
 
 
+class PipeClosed(Exception):  # noqa: N818 (not an error: the reader is done)
+    """The reader of stdout went away (`kanban board | head`): a quiet exit. Not an OSError,
+    so that nothing between here and the root command turns it into another exit."""
+
+
 def out(line: str = "") -> None:
-    """One line of data on stdout."""
-    sys.stdout.write(line + "\n")
+    """One line of data on stdout (stored text in it cannot drive the terminal)."""
+    try:
+        sys.stdout.write(visible_line(line) + "\n")
+    except BrokenPipeError:
+        raise PipeClosed from None
 
 
 def out_lines(lines: Iterable[str]) -> None:
     write = sys.stdout.write
-    for line in lines:
-        write(line + "\n")
+    try:
+        for line in lines:
+            write(visible_line(line) + "\n")
+    except BrokenPipeError:
+        raise PipeClosed from None
 
 
 def note(line: str) -> None:
     """One line of status on stderr (progress, footers, hints)."""
-    sys.stderr.write(line + "\n")
+    sys.stderr.write(visible_line(line) + "\n")
     sys.stderr.flush()
 
 
+def json_text(data: Any, indent: int | None = None) -> str:
+    """JSON that is inert on a terminal (json escapes C0; C1 and bidi are escaped here)."""
+    return json_safe(json.dumps(data, indent=indent, ensure_ascii=False, default=str))
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    try:
+        sys.stdout.write(json_text(data, indent=2) + "\n")
+    except BrokenPipeError:
+        raise PipeClosed from None
 
 
 def is_terminal(stream: Any = None) -> bool:

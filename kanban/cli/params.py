@@ -21,7 +21,7 @@ class CardIdType(click.ParamType):
         if isinstance(value, int):
             return value
         text = str(value).strip().removeprefix("#")
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):  # int() also reads "١" as 1
             self.fail(f"{value!r} is not a card id (a number such as 12 or #12)", param, ctx)
         if int(text) > MAX_ID:
             self.fail(f"{value!r} is too large to be a card id", param, ctx)

@@ -274,6 +274,11 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
                     + (f", board {d.board}" if d.board else "")
                     + f", since {when(d.started_at)}, heartbeat {age(d.heartbeat_at, now)} ago",
                     "green") + breaker_text(d) for d in s.dispatchers]
+    for d in s.dispatchers:  # the sandbox is a property of each dispatcher's host
+        note = s.sandbox.get(d.id)
+        if note:
+            lines.append(paint(f"  commands: {note}",
+                               "green" if note.startswith("bwrap (") else "yellow"))
     lines.append(f"live workers: {len(s.workers)}")
     lines += [f"  {line}" for line in worker_lines(s.workers, now)]
     lines += cron_lines(s.next_fires, now)

@@ -7,7 +7,7 @@ library modules load inside the function that needs them (`show` needs none of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kanban.errors import BoardNotFound
@@ -45,6 +45,7 @@ class Status:
     dispatchers: list[DispatcherInfo]
     workers: list[LiveWorker]
     next_fires: list[UpcomingFire]
+    sandbox: dict[int, str] = field(default_factory=dict)  # by live dispatcher: bwrap or why not
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,12 +57,13 @@ class Status:
             "dispatchers": [dispatcher_json(d) for d in self.dispatchers],
             "workers": len(self.workers),
             "next_fires": [f.to_json() for f in self.next_fires],
+            "sandbox": {str(k): v for k, v in self.sandbox.items()},
         }
 
 
 def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
     from kanban import __version__
-    from kanban.control import live_dispatchers, pause_state
+    from kanban.control import live_dispatchers, pause_state, sandbox_notes
     from kanban.queries import live_workers, status_counts
 
     boards = kanban.boards()
@@ -69,6 +71,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
         raise BoardNotFound(board)
     config = location.home / "config.toml"
     with kanban.db.read() as conn:
+        dispatchers = live_dispatchers(conn, kanban.clock())
         return Status(
             version=__version__, database=kanban.db.display, database_source=location.source,
             config=str(config), config_exists=config.exists(),
@@ -76,9 +79,10 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             counts=status_counts(conn, board),
             paused_globally=pause_state(conn, None).global_paused,
             paused_boards=[str(b["name"]) for b in boards if b["paused"]],
-            dispatchers=live_dispatchers(conn, kanban.clock()),
+            dispatchers=dispatchers,
             workers=live_workers(conn, board=board),
             next_fires=_next_fires(kanban, board),
+            sandbox=sandbox_notes(conn, [d.id for d in dispatchers]),
         )
 
 

@@ -17,6 +17,7 @@ from kanban.cli.output import age, is_terminal, until
 from kanban.cli.plain import STATUS_STYLE
 from kanban.queries import BoardCard, BoardSnapshot
 from kanban.state.timeutil import utcnow
+from kanban.textsafety import visible
 
 MAIN_COLUMNS = ("todo", "ready", "running", "blocked", "done")
 EXTRA_COLUMNS = ("waiting", "scheduled", "failed", "cancelled")  # shown when not empty
@@ -129,19 +130,20 @@ def card_lines(card: BoardCard, now: datetime,
     cron = cron_name(card.created_by)
     if cron:
         facts.append(f" ⏰ {cron}", "blue")
-    lines: list[RenderableType] = [_clip(facts), Clamp(Text(card.title), TITLE_LINES)]
+    lines: list[RenderableType] = [_clip(facts), Clamp(Text(visible(card.title)), TITLE_LINES)]
     if card.status == "scheduled" and card.run_after is not None:
         lines.append(_clip(Text(f"⏲ {until(card.run_after, now)}", "blue")))
     if card.status == "running":
         beat = Text(f"♥ {age(card.heartbeat_at, now)}", "yellow")
         if card.progress:
-            beat.append(" " + " ".join(card.progress.split()), "dim")
+            beat.append(" " + visible(" ".join(card.progress.split())), "dim")
         lines.append(_clip(beat))
         doing = describe_activity(card.activity, compact=True)
         if doing:
-            lines.append(_clip(Text(f"▸ {doing}", "cyan")))
+            lines.append(_clip(Text(f"▸ {visible(doing)}", "cyan")))
     for command in approvals:
-        lines.append(_clip(Text(f"⚠ approve: {' '.join(command.split())}", "bold red")))
+        lines.append(_clip(Text(f"⚠ approve: {visible(' '.join(command.split()))}",
+                                "bold red")))
     return lines
 
 

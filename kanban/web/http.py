@@ -128,7 +128,7 @@ def int_field(value: Any, name: str, *, low: int = -MAX_ID, high: int = MAX_ID) 
         raise ValidationError(f"{name} must be a whole number")
     if isinstance(value, str):
         text = value.strip().removeprefix("#")
-        if not text.lstrip("-").isdigit() or len(text) > 20:
+        if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 20:
             raise ValidationError(f"{name} must be a whole number, not {value!r}")
         value = int(text)
     if not isinstance(value, int):

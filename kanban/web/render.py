@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from kanban.activity import describe, money
 from kanban.queries import BoardCard
 from kanban.states import TERMINAL
+from kanban.textsafety import visible
 
 HERE = Path(__file__).resolve().parent
 TEXT_SHOWN = 4_000  # characters of one message or section shown before "… more"
@@ -62,6 +64,12 @@ def card_json(card: BoardCard, approvals: list[str] | None = None) -> dict[str, 
             "awaiting_approval": approvals or []}
 
 
+def _shown(value: Any) -> Any:
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return visible(value)
+    return value
+
+
 def make_templates() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -69,6 +77,7 @@ def make_templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,  # controls and bidi overrides spelled out, as on the terminal
     )
     env.filters["age"] = age
     env.filters["iso"] = lambda t: t.isoformat() if t else ""

@@ -238,3 +238,30 @@ def test_delegated_cards_stop_at_the_child_turn_limit(board: BoardFiles) -> None
     assert child["status"] == "failed" and "turn limit" in child["error"]
     beats = query(board.path, "SELECT count(*) FROM event WHERE kind = 'progress'")[0][0]
     assert beats == 2
+
+
+def test_the_children_limit_holds_across_turns(board: BoardFiles) -> None:
+    board.configure("[limits]\nmax_children_per_card = 4\nmax_children_per_call = 2\n")
+    batch = [{"title": "a", "goal": "g"}, {"title": "b", "goal": "g"}]
+    spec = board.script("lead", [
+        *[{"tool_calls": [{"name": "delegate", "arguments": {"tasks": batch}}]}] * 3,
+        {"text": "the lead is done"}])
+    _run(board, "--model", spec)
+    results = _lead_tool_results(board)
+    assert len(results) == 3 and "limit of 4" in results[2], results[2]
+    assert query(board.path, "SELECT count(*) FROM card WHERE parent_id = ?",
+                 _lead_id(board)) == [(4,)]
+    _nothing_running(board)
+
+
+def test_a_lead_out_of_turns_is_not_done(board: BoardFiles) -> None:
+    board.configure("[profiles.lead]\nmax_turns = 2\n")
+    spec = board.script("lead", [
+        *[{"tool_calls": [{"name": "delegate", "arguments": {
+            "tasks": [{"title": f"t{i}", "goal": "g"}]}}]} for i in range(2)],
+        {"text": "I ran out of turns"}])
+    result = _run(board, "--model", spec, check=False)
+    assert result.returncode != 0
+    status, error = query(board.path, "SELECT status, error FROM card WHERE id = ?",
+                          _lead_id(board))[0]
+    assert status == "failed" and "turn limit" in error, (status, error)

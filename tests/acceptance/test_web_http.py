@@ -197,6 +197,19 @@ def test_hostile_text_is_escaped_everywhere(served: WebServer, kb: Kanban) -> No
     assert data["card"]["title"] == HOSTILE  # JSON carries the text as it is
 
 
+def test_controls_in_stored_text_are_spelled_out_on_pages(served: WebServer,
+                                                         kb: Kanban) -> None:
+    card = kb.add_card(NewCard("plain title"))
+    with kb.db.write() as conn:  # data from before the input filter, or a model's text
+        conn.run("UPDATE card SET title = :t, goal = :t WHERE id = :id",
+                 {"t": "evil\u202etxt.exe \x1b]0;pwn\x07 \x9b2J", "id": card.id})
+    client = served.client()
+    for path in ("/", f"/cards/{card.id}", f"/cards/{card.id}?partial=1"):
+        html = client.get(path).text
+        assert not any(c in html for c in "\u202e\x1b\x07\x9b"), path
+        assert "evil\\u202etxt.exe" in html, path
+
+
 # The JSON API is the CLI's --json
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -169,31 +170,39 @@ def test_deny_by_a_person_is_shown_to_the_next_attempt(board: BoardFiles,
     assert "denied this exact command (not on main)" in result
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
+def _alive(seconds: str) -> bool:
+    """Is a `sleep SECONDS` alive? Found by its command line: in a sandbox the command's
+    own `$!` is a PID of its namespace, not of the host."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if argv[:2] == [b"sleep", seconds.encode()] and state not in ("Z", "X"):
+            return True
+    return False
 
 
-def _long_command_card(board: BoardFiles, **card: Any) -> tuple[int, Path]:
+def _long_command_card(board: BoardFiles, **card: Any) -> tuple[int, Path, str]:
+    seconds = f"{300 + uuid.uuid4().int % 10_000}"  # this test's sleeps, by command line
     spec = board.script("sleeper", [
         {"tool_calls": [{"name": "terminal", "arguments": {
-            "command": "sleep 300 & echo $! > bg.pid; sleep 300", "timeout_s": 600}}]},
+            "command": f"sleep {seconds} & echo $! > bg.pid; sleep 300", "timeout_s": 600}}]},
         {"tool_calls": [{"name": "kanban_complete", "arguments": {"summary": "slept"}}]}])
     board.configure(f'[profiles.sleeper]\nmodel = "{spec}"\ntoolsets = ["kanban", "terminal"]\n')
     card_id = board.add("sleep a lot", profile="sleeper", **card)
-    return card_id, board.home / "workspaces" / "default" / str(card_id) / "bg.pid"
+    return card_id, board.home / "workspaces" / "default" / str(card_id) / "bg.pid", seconds
 
 
 def test_cancelling_a_card_kills_its_commands(board: BoardFiles, tmp_path: Path) -> None:
-    card, pid_file = _long_command_card(board)
+    card, pid_file, background = _long_command_card(board)
     dispatcher = start_dispatcher(board.path, log=tmp_path / "d.log")
     try:
         wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=60,
                    what="the command running")
-        background = int(pid_file.read_text())
         assert _alive(background)
         kanban(board.path, "cancel", str(card))
         wait_until(lambda: not _alive(background), timeout=30, what="the command killed")
@@ -203,12 +212,11 @@ def test_cancelling_a_card_kills_its_commands(board: BoardFiles, tmp_path: Path)
 
 
 def test_a_card_timeout_kills_its_commands(board: BoardFiles, tmp_path: Path) -> None:
-    card, pid_file = _long_command_card(board, timeout_s=6.0, max_attempts=1)
+    card, pid_file, background = _long_command_card(board, timeout_s=6.0, max_attempts=1)
     dispatcher = start_dispatcher(board.path, log=tmp_path / "d.log")
     try:
         wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=60,
                    what="the command running")
-        background = int(pid_file.read_text())
         wait_until(lambda: not _alive(background), timeout=60, what="the command killed")
         wait_until(lambda: query(board.path, "SELECT status FROM card WHERE id = ?",
                                  card)[0][0] in ("done", "failed"), timeout=60,

@@ -113,7 +113,9 @@ def test_an_mcp_server_tool_is_called_and_a_killed_server_is_an_error(
                                 call("test__hang", marker=str(marker)),
                                 call("test__add", a=20, b=22),
                                 call("kanban_complete", summary="used the MCP server")])
+    # Unsandboxed: the test finds the server by its host PID (test_sandbox runs one inside).
     board.configure(f'[profiles.mcp]\nmodel = "{spec}"\ntoolsets = ["kanban", "mcp:test"]\n'
+                    'sandbox = "off"\n'
                     f'[mcp.test]\ncommand = "{sys.executable}"\nargs = ["{MCP_SERVER}"]\n'
                     "timeout_s = 60\n")
     card = board.add("use the server", profile="mcp")

@@ -92,7 +92,7 @@ def _probe_script(ids: dict[str, int]) -> list[Expect]:
         *[Expect("limits", call("kanban_create", title=f"child {n}"), True, '"id"')
           for n in range(10)],
         Expect("limits", call("kanban_create", title="child 11"), False,
-               f"#{probe} already has 10 children (limit 10)"),
+               f"#{probe} has made 10 child cards; 1 more would pass its limit of 10"),
         # controls: the same tools work inside the board
         Expect("control", call("kanban_show", card_id=neighbour), True,
                '"title": "neighbour"'),

@@ -101,6 +101,7 @@ class Reply:
     chunk_delay: float = 0.0  # streamed: seconds between events
     fail_after: int | None = None  # streamed: an in-stream error after this many deltas
     error_code: str | None = None  # OpenAI's `code` for an error status
+    raw_body: bytes | None = None  # sent as-is with status 200 (a proxy's HTML page, say)
 
 
 def text_reply(text: str, *, usage: tuple[int, int, int] | None = None,
@@ -116,6 +117,11 @@ def tool_reply(*calls: tuple[str, dict[str, Any] | str], text: str | None = None
 
 def malformed_tool_reply(name: str, raw_arguments: str = '{"summary": "unterminated') -> Reply:
     return tool_reply((name, raw_arguments))
+
+
+def garbage_reply(body: bytes = b"<html><body>502 Bad Gateway</body></html>") -> Reply:
+    """A 200 whose body is not what the API speaks (streamed or not)."""
+    return Reply(raw_body=body)
 
 
 def error_reply(status: int, message: str = "", *, headers: dict[str, str] | None = None) -> Reply:
@@ -296,6 +302,13 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             headers = {key.lower(): value for key, value in self.headers.items()}
             reply = server._next_reply(RecordedRequest(route, path, headers, body, len(raw)))
+            if reply.raw_body is not None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(reply.raw_body)))
+                self.end_headers()
+                self.wfile.write(reply.raw_body)
+                return
             if reply.status == 200 and body.get("stream"):
                 self._stream(route, reply, body, len(raw))
                 return

@@ -2,7 +2,8 @@
 
 `python tests/support/mcp_server.py [stdio | http PORT_FILE]`. Tools: `echo(text)`,
 `add(a, b)`, `fail(message)` (an error result), `hang(marker)` (writes its pid to `marker`,
-then waits: a test kills it mid-call), `whereami()` (cwd and whether model keys leaked).
+then waits: a test kills it mid-call), `whereami()` (cwd and whether model keys leaked),
+`confinement(path)` (what a sandbox lets it see and write).
 """
 
 from __future__ import annotations
@@ -50,6 +51,19 @@ def whereami() -> str:
     """The server's working directory and whether it sees model credentials."""
     leaked = sorted(k for k in os.environ if k.endswith("_API_KEY"))
     return f"cwd={os.getcwd()} keys={','.join(leaked) or 'none'}"
+
+
+@app.tool()
+def confinement(path: str) -> str:
+    """The processes this server sees, its model keys, and whether it can write `path`."""
+    pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    try:
+        Path(path).write_text("written")
+        wrote = "yes"
+    except OSError:
+        wrote = "no"
+    leaked = sorted(k for k in os.environ if k.endswith("_API_KEY"))
+    return f"pids={len(pids)} max={max(pids)} wrote={wrote} keys={','.join(leaked) or 'none'}"
 
 
 def _free_port() -> int:

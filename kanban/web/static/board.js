@@ -8,6 +8,10 @@
   const csrf = body.dataset.csrf;
   const FINISHED = new Set(["done", "failed", "cancelled"]);
   const AGE_REFRESH_MS = 5000;
+  // Controls and bidi overrides spelled out (\u202e), as the server's templates do.
+  const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+  const shown = (text) => String(text).replace(UNSAFE, (c) =>
+    "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 
   // --- ages ------------------------------------------------------------------------------
   function age(iso, now) {
@@ -179,12 +183,12 @@
       span.textContent = "⏰ " + card.created_by.slice(5);
       li.querySelector(".facts").append(span);
     }
-    li.querySelector(".title").textContent = card.title;
+    li.querySelector(".title").textContent = shown(card.title);
     const beat = li.querySelector(".beat");
     beat.hidden = card.status !== "running";
     li.querySelector("time.hb").dateTime = card.heartbeat_at || "";
-    li.querySelector(".activity").textContent = card.doing || "";
-    li.querySelector(".progress").textContent = card.progress || "";
+    li.querySelector(".activity").textContent = shown(card.doing || "");
+    li.querySelector(".progress").textContent = shown(card.progress || "");
     refreshAges(li);
     return li;
   }

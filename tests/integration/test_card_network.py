@@ -1,0 +1,31 @@
+"""A delegated card has a network only when its profile and every delegating ancestor's do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kanban.cards import NewCard
+from kanban.service import Kanban
+from kanban.state import DbLocation, open_database
+from kanban.state.config import parse_config
+from kanban.worker.sandboxing import card_network
+
+
+def test_children_inherit_a_parents_cut_network(tmp_path: Path) -> None:
+    db = open_database(DbLocation(str(tmp_path / "k.db"), "flag"), create=True)
+    try:
+        kb = Kanban(db)
+        kb.ensure_board("default")
+        config = parse_config({"profiles": {"offline": {"network": False},
+                                            "online": {"network": True}}})
+        root = kb.add_card(NewCard("root", profile="offline"))
+        child = kb.add_card(NewCard("child", profile="online", parent_id=root.id))
+        grandchild = kb.add_card(NewCard("grandchild", profile="online", parent_id=child.id))
+        free = kb.add_card(NewCard("free", profile="online"))
+        online, offline = config.profile("online"), config.profile("offline")
+        assert not card_network(kb, kb.card(root.id), offline, config)
+        assert not card_network(kb, kb.card(child.id), online, config)
+        assert not card_network(kb, kb.card(grandchild.id), online, config)
+        assert card_network(kb, kb.card(free.id), online, config)
+    finally:
+        db.dispose()

@@ -1,0 +1,90 @@
+"""Which runner a card's commands and stdio MCP servers get: bubblewrap where it works,
+else the plain runner (said in the run's events), or a refusal when the profile requires it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kanban.records import CardRecord
+from kanban.service import Kanban
+from kanban.state.config import Config, Profile
+from kanban.state.errors import ConfigError
+from kanban.tools.runner import PlainRunner, Runner
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, check_sandbox, git_common_dir
+from kanban.tools.workbench import is_credential
+
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+MAX_ANCESTORS = 64  # a delegation chain is far shallower; this bounds a corrupt one
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    runner: Runner
+    note: str  # one line for the worker's log and the run's events
+
+
+def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: Path,
+                  home: Path) -> RunnerChoice:
+    """bwrap around `base` when the profile allows it and bwrap works; ConfigError when the
+    profile requires a sandbox that this host cannot give."""
+    if profile.sandbox == "off" or not isinstance(base, PlainRunner):
+        why = "sandbox = \"off\"" if profile.sandbox == "off" else "a custom runner"
+        return RunnerChoice(base, f"commands run unsandboxed ({why})")
+    check = check_sandbox()
+    if not check.available:
+        if profile.sandbox == "required":
+            raise ConfigError(f"profile {profile.name!r} has sandbox = \"required\" but "
+                              f"{check.reason.split(';')[0]}")
+        return RunnerChoice(base, f"no sandbox: {check.reason}")
+    writable = [workspace]
+    common = git_common_dir(workspace)
+    if common is not None:
+        writable.append(common)
+    policy = SandboxPolicy(writable=tuple(writable), hidden=_hidden(home, workspace),
+                           network=network)
+    return RunnerChoice(BwrapRunner(policy, base),
+                        f"sandbox: bwrap, network {'on' if network else 'off'}")
+
+
+def _hidden(home: Path, workspace: Path) -> tuple[Path, ...]:
+    """The board's folder (database, logs, config, other cards' workspaces), unless the
+    workspace is the folder itself or holds it (a `dir:` workspace of the project)."""
+    home = home.resolve()
+    if workspace.resolve() == home:
+        return ()
+    return (home,)
+
+
+def card_network(kb: Kanban, card: CardRecord, profile: Profile, config: Config) -> bool:
+    """A card has a network only when its profile and every delegating ancestor's do."""
+    if not profile.network:
+        return False
+    parent_id, seen = card.parent_id, 0
+    while parent_id is not None and seen < MAX_ANCESTORS:
+        parent = kb.card(parent_id)
+        try:
+            if not config.profile(parent.profile).network:
+                return False
+        except ConfigError:  # a profile removed since: its children keep their own
+            pass
+        parent_id, seen = parent.parent_id, seen + 1
+    return True
+
+
+def harden(environ: MutableMapping[str, str]) -> None:
+    """Once the worker has copied its environment: credentials out of `environ` (so nothing
+    started later inherits them by accident) and the process non-dumpable (another process
+    of the same user can no longer read its memory or /proc/PID/environ, nor ptrace it)."""
+    for name in [n for n in environ if is_credential(n)]:
+        del environ[name]
+    if os.uname().sysname != "Linux":
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl here: nothing more to do
+        pass
