@@ -35,6 +35,7 @@ class ChildTask:
     max_attempts: int | None = None  # None: the batch's
     workspace: str | None = None  # stored form (kanban.workspaces.normalise_spec)
     role: str = "leaf"  # orchestrator: gets `delegate` while above max_depth
+    review: str | None = None  # its review gate (kanban.review), as stored
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def add_children(conn: Conn, parent_id: int, tasks: Sequence[ChildTask], *,
             timeout_s=task.timeout_s or timeout_s,
             max_attempts=task.max_attempts or max_attempts, workspace=task.workspace,
             toolsets=",".join(task.toolsets) if task.toolsets is not None else None,
-            key=task.key, skills=task.skills, role=task.role,
+            key=task.key, skills=task.skills, role=task.role, review=task.review,
         ), now)
         ids.append(card.id)
     return ids

@@ -86,6 +86,7 @@ def _tasks(args: dict[str, Any], scope: LeadScope) -> tuple[list[ChildTask], lis
             toolsets, lost = grant(item.get("toolsets"), profile, scope.toolsets, config)
             workspace = normalise_spec(item.get("workspace", profile.workspace),
                                        base=scope.home, has_parent=True)
+            review = _review_gate(item.get("review"), profile.review, config)
         except ValidationError as exc:
             raise ValidationError(f"task {index} ('{item['title']}'): {exc.message}") from None
         tasks.append(ChildTask(
@@ -95,10 +96,26 @@ def _tasks(args: dict[str, Any], scope: LeadScope) -> tuple[list[ChildTask], lis
             model=profile.model or scope.model, workspace=workspace,
             timeout_s=min(limits.child_timeout_s, profile.timeout_s),
             max_attempts=min(limits.child_max_attempts, profile.max_attempts),
-            role=item.get("role", profile.role),
+            role=item.get("role", profile.role), review=review,
         ))
         dropped.append(lost)
     return tasks, dropped
+
+
+def _review_gate(asked: str | None, default: str | None, config: Config) -> str | None:
+    """A task's review gate: `reviewer:PROFILE` or `human` as the model asks, else its
+    profile's own gate. A model may not write a verify command: that command would run
+    outside the approvals that guard its own commands (a profile's verify gate, written by a
+    person, still applies)."""
+    if asked is None:
+        return default
+    if asked == "human":
+        return asked
+    kind, _, name = asked.partition(":")
+    if kind != "reviewer" or name not in config.profiles:
+        raise ValidationError(f"review {asked!r}: give reviewer:PROFILE (one of "
+                              f"{', '.join(sorted(config.profiles))}) or human")
+    return asked
 
 
 def _refusal(scope: LeadScope, tasks: list[ChildTask]) -> str | None:
@@ -248,6 +265,10 @@ def tool_for(config: Config) -> Tool:
             "after": {"type": "array", "items": {"type": "integer", "minimum": 0}},
             "key": {"type": "string", "minLength": 1, "maxLength": 200},
             "skills": {"type": "array", "items": {"type": "string"}},
+            "review": {"type": "string", "description": (
+                "a review gate before the task counts as done: reviewer:PROFILE (that "
+                "profile's agent approves or asks for changes) or human (a person decides); "
+                "default: the profile's own gate")},
             "role": {"type": "string", "enum": ["leaf", "orchestrator"], "description": (
                 "orchestrator: the child may delegate in turn, within max_depth "
                 f"({config.limits.max_depth}); default: leaf")},

@@ -122,6 +122,22 @@ def test_an_orchestrator_child_must_be_able_to_delegate(kb: Kanban, db: Database
     assert kb.card(kid).role == "orchestrator" and kb.card(kid).depth == 1
 
 
+def test_a_gated_child_keeps_its_parent_waiting_until_the_gate_passes(kb: Kanban,
+                                                                      db: Database) -> None:
+    parent = kb.add_card(NewCard("lead", role="orchestrator"))
+    claim = claim_one(kb, parent.id)
+    with db.write() as conn:
+        (kid,) = add_children(conn, parent.id, [ChildTask("checked", review="human")],
+                              model=None, timeout_s=None, max_attempts=1, max_depth=2,
+                              now=kb.clock())
+    assert kb.card(kid).review == "human"
+    wait_on_children(kb, parent.id, actor=worker(claim))
+    kb.complete(kid, "my work", actor=worker(claim_one(kb, kid)))
+    assert kb.card(kid).status == S.REVIEW and kb.card(parent.id).status == S.WAITING
+    kb.approve(kid)
+    assert kb.card(kid).status == S.DONE and kb.card(parent.id).status == S.READY
+
+
 # The conversation a resumed card continues
 
 
