@@ -41,6 +41,7 @@ class NewSwarm:
     skills: tuple[str, ...] = ()  # every worker's
     key: str | None = None  # the synthesizer's: the same key returns the same swarm
     priority: int = 0
+    review: str | None = None  # the verifier card's review gate (kanban.review)
 
     def count(self) -> int:
         v.text(self.goal, "goal", v.MAX_GOAL, required=True)
@@ -52,6 +53,10 @@ class NewSwarm:
             raise ValidationError(f"a swarm has 1 to {MAX_WORKERS} workers, not {n}")
         for part in self.parts:
             v.text(part, "part", v.MAX_GOAL, required=True)
+        if self.review is not None:
+            from kanban.review import Gate
+
+            Gate.parse(self.review)
         return n
 
 
@@ -96,7 +101,7 @@ def create_swarm(conn: Conn, new: NewSwarm, now: datetime) -> Swarm:
                     [planner] if planner is not None else [], skills=new.skills)
                for i, part in enumerate(new.parts or [""] * n, start=1)]
     verifier = card(f"Verify: {topic}", _verify_goal(new.goal, workers), new.verifier,
-                    VERIFIER, workers)
+                    VERIFIER, workers, review=new.review)
     synthesizer = card(f"Answer: {topic}", _synthesize_goal(new.goal, workers, verifier),
                        new.synthesizer, SYNTHESIZER, [*workers, verifier], key=new.key)
     return Swarm(synthesizer, verifier, tuple(workers), planner)

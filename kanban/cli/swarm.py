@@ -50,13 +50,17 @@ synthesizer_option = click.option(
               help="A skill every worker gets (repeatable).")
 @click.option("--key", default=None,
               help="Idempotency key: the unfinished swarm with this key is returned instead.")
+@click.option("--review", metavar="GATE", default=None,
+              help="The verifier card's review gate: verify:COMMAND, reviewer:PROFILE or "
+                   "human (default: the verifier profile's own).")
 @click.option("--follow", is_flag=True,
               help="Follow it live until the answer (as `kanban run --swarm`).")
 @json_option
 @click.pass_context
 def swarm(ctx: click.Context, goal: str, workers: int | None, parts: tuple[str, ...],
           verifier: str, synthesizer: str, profile: str, planner: str,
-          skills: tuple[str, ...], key: str | None, follow: bool, as_json: bool) -> None:
+          skills: tuple[str, ...], key: str | None, review: str | None, follow: bool,
+          as_json: bool) -> None:
     """Create a swarm: workers in parallel, a verifier, a synthesizer's answer.
 
     One transaction creates N worker cards (on the --part texts, or after a planner card
@@ -66,7 +70,7 @@ def swarm(ctx: click.Context, goal: str, workers: int | None, parts: tuple[str, 
     """
     made = create(ctx, goal, workers=workers, parts=parts, verifier=verifier,
                   synthesizer=synthesizer, profile=profile, planner=planner, skills=skills,
-                  key=key)
+                  key=key, review=review)
     if follow:
         follow_live(ctx, made, as_json=as_json)
     elif as_json:
@@ -83,7 +87,7 @@ def swarm(ctx: click.Context, goal: str, workers: int | None, parts: tuple[str, 
 def create(ctx: click.Context, goal: str, *, workers: int | None, parts: Sequence[str],
            verifier: str, synthesizer: str, profile: str = "default",
            planner: str = "default", skills: Sequence[str] = (),
-           key: str | None = None) -> Swarm:
+           key: str | None = None, review: str | None = None) -> Swarm:
     """Check the profiles and skills, then make the swarm's cards in one transaction."""
     from kanban.swarms import NewSwarm
 
@@ -91,10 +95,13 @@ def create(ctx: click.Context, goal: str, *, workers: int | None, parts: Sequenc
     for name in dict.fromkeys([profile, verifier, synthesizer, *([] if parts else [planner])]):
         config.profile(name)  # an unknown profile fails now, not at dispatch
     require_skills(ctx, skills)
+    review = review if review is not None else config.profile(verifier).review
+    if review is not None and review.startswith("reviewer:"):
+        config.profile(review.removeprefix("reviewer:"))  # a reviewer that exists
     return open_kanban(ctx).create_swarm(NewSwarm(
         goal=goal, workers=workers, parts=tuple(parts), board=board_of(ctx), profile=profile,
         planner=planner, verifier=verifier, synthesizer=synthesizer, skills=tuple(skills),
-        key=key))
+        key=key, review=review))
 
 
 def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,

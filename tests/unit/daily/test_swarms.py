@@ -76,3 +76,14 @@ def test_only_a_synthesizer_names_a_swarm(kb: Kanban) -> None:
     s = kb.create_swarm(NewSwarm("goal", workers=1))
     with pytest.raises(ValidationError, match="not a swarm's synthesizer"):
         kb.swarm(s.verifier)
+
+
+def test_the_verifier_may_carry_a_review_gate(kb: Kanban) -> None:
+    s = kb.create_swarm(NewSwarm("goal", workers=2, review="human"))
+    assert kb.card(s.verifier).review == "human"
+    assert all(kb.card(w).review is None for w in s.workers)
+    assert kb.card(s.synthesizer).review is None
+    with pytest.raises(ValidationError, match="invalid review gate"):
+        kb.create_swarm(NewSwarm("goal", workers=2, review="lgtm"))
+    with kb.db.read() as conn:  # refused before anything was made
+        assert conn.scalar("SELECT count(*) FROM card") == len(s.cards)
