@@ -37,6 +37,12 @@ def running(db: Path) -> int:
     return int(query(db, "SELECT count(*) FROM card WHERE status = 'running'")[0][0])
 
 
+def started(db: Path) -> int:
+    """Workers the dispatcher has started (their pids recorded), not just claims."""
+    return int(query(db, "SELECT count(*) FROM run WHERE pid IS NOT NULL AND finished_at "
+                         "IS NULL")[0][0])
+
+
 def all_done(db: Path, n: int) -> bool:
     return query(db, "SELECT count(*) FROM card WHERE status = 'done'") == [(n,)]
 
@@ -121,7 +127,9 @@ def test_a_second_sigterm_hands_running_cards_back_without_spending_attempts(
     log = tmp_path / "dispatcher.log"
     d = start_dispatcher(board.path, "--max-workers", "3", "--drain-timeout", "30", log=log)
     try:
-        wait_until(lambda: running(board.path) == 3, timeout=60, what="three workers")
+        # Started workers: a signal between a claim and its worker's start finds nothing
+        # to drain yet, so the dispatcher does not say it is draining.
+        wait_until(lambda: started(board.path) == 3, timeout=60, what="three workers")
         d.send_signal(signal.SIGTERM)
         wait_until(lambda: "stopping:" in log.read_text(), timeout=30, what="draining")
         d.send_signal(signal.SIGTERM)
