@@ -85,6 +85,7 @@ class Dispatcher:
         self._spawner_gone = False  # the forkserver died and could not be restarted yet
         self._breaker_stored = False  # whether the stored breaker state says open
         self._claims_in_doubt = False  # a write failed mid-outage: a claim may have landed
+        self._stop_calls = 0  # request_stop calls (signals): the second hands cards back
 
     # lifecycle
     def start(self) -> None:
@@ -248,7 +249,12 @@ class Dispatcher:
         call: hand running cards back now."""
         if signum is not None:
             self.stopped_by = signum
-        if self.stop_requested.is_set():
+        # Count the call before anything else: a second signal may run this handler again
+        # in the middle of the first one's printing, and must count as the second.
+        self._stop_calls += 1
+        again = self._stop_calls > 1
+        self.stop_requested.set()
+        if again:
             self.hand_back.set()
             event(f"handing back {len(self.workers)} running card(s)", logging.WARNING,
                   kind="hand_back", running=len(self.workers))
@@ -256,7 +262,6 @@ class Dispatcher:
             event(f"stopping: {len(self.workers)} running card(s) may finish for "
                   f"{self.opts.drain_timeout_s:g}s, then go back to ready (signal again to "
                   "hand them back now)", kind="draining", running=len(self.workers))
-        self.stop_requested.set()
         self.wake.set()
 
     def actor(self, claim_token: str | None = None) -> Actor:
