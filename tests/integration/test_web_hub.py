@@ -19,7 +19,7 @@ from kanban.web.hub import Hub, Viewer
 from kanban.web.watch import PolledChanges, change_source
 from tests.support.db import STORES
 
-pytestmark = pytest.mark.parametrize("store", STORES, indirect=True)
+both_stores = pytest.mark.parametrize("store", STORES, indirect=True)
 WAIT_S = 30.0  # a bound for waiting on a state, not a timing goal
 
 
@@ -57,6 +57,7 @@ def with_hub(db: Database, body: Callable[[Hub], Awaitable[None]]) -> None:
     asyncio.run(scenario())
 
 
+@both_stores
 def test_one_read_per_change_whatever_the_number_of_viewers(kb: Kanban, db: Database) -> None:
     kb.create_board("other")
 
@@ -99,6 +100,7 @@ async def wait_quiet(hub: Hub) -> None:
         pass
 
 
+@both_stores
 def test_a_lagging_viewer_is_dropped_and_catches_up(kb: Kanban, db: Database,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hub_module, "QUEUE_SIZE", 2)
@@ -130,12 +132,10 @@ async def wait_for(predicate: Callable[[], bool]) -> None:
     await asyncio.wait_for(poll(), WAIT_S)
 
 
-def test_postgres_wakes_on_a_notification_before_its_poll(kb: Kanban, db: Database,
-                                                          store: str) -> None:
+@pytest.mark.parametrize("store", [STORES[1]], indirect=True)  # LISTEN/NOTIFY: PostgreSQL's
+def test_postgres_wakes_on_a_notification_before_its_poll(kb: Kanban, db: Database) -> None:
     """A new ready card is announced by LISTEN/NOTIFY: the source wakes long before a poll
     that is set to come only after the test's bound."""
-    if store != "postgres":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
 
     async def scenario() -> bool:
         adb = open_async(db)

@@ -16,6 +16,7 @@ from kanban.backup import backup
 from kanban.errors import KanbanError
 from kanban.state.postgres import PostgresDatabase
 from tests.acceptance.conftest import BoardFiles, slow_steps
+from tests.support.pg import skip_or_fail
 from tests.support.procs import kanban, query, start_dispatcher, stop, wait_until
 
 
@@ -110,9 +111,9 @@ def test_backup_of_postgres_points_to_pg_dump(tmp_path: Path) -> None:
         backup(PostgresDatabase("postgresql://nobody@127.0.0.1:1/none"), tmp_path / "b")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None,
-                    reason="needs root and chattr (root ignores file modes)")
 def test_a_read_only_database_has_its_own_message(board: BoardFiles) -> None:
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        skip_or_fail("needs root and chattr (root ignores file modes)")
     board.kb.db.dispose()
     subprocess.run(["chattr", "+i", str(board.path)], check=True)
     try:

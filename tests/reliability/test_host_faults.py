@@ -22,13 +22,17 @@ from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
 from tests.acceptance.conftest import BoardFiles
+from tests.support.pg import skip_or_fail
 from tests.support.procs import kanban, query, start_dispatcher, stop, wait_until
 
 FAULT_S = 5.0  # how long the fault lasts: the stimulus, not a wait for a state
 CARDS = 200
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None,
-                                reason="needs root and chattr")
+@pytest.fixture
+def _root_and_chattr() -> None:
+    """These faults need root (chattr +i, mount): skip elsewhere, fail under CI=true."""
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        skip_or_fail("needs root and chattr")
 
 
 def quick_board(home: Path, cards: int) -> Path:
@@ -86,7 +90,7 @@ def assert_nothing_burnt(path: Path, log: Path) -> None:
     assert "circuit breaker open" in text and "circuit breaker closed" in text, text
 
 
-@needs_root
+@pytest.mark.usefixtures("_root_and_chattr")
 @pytest.mark.slow
 def test_an_immutable_database_for_five_seconds_spends_no_attempt(tmp_path: Path) -> None:
     path = quick_board(tmp_path, CARDS)
@@ -110,13 +114,13 @@ def test_an_immutable_database_for_five_seconds_spends_no_attempt(tmp_path: Path
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a tmpfs")
+        skip_or_fail("needs root to mount a tmpfs")
     mount = tmp_path / "disk"
     mount.mkdir()
     made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+        skip_or_fail(f"cannot mount a tmpfs here: {made.stderr.strip()}")
     try:
         yield mount
     finally:

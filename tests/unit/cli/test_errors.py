@@ -132,6 +132,8 @@ def test_unwritable_location(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1
 
 
+# As root (CI) file modes stop nothing: tests/reliability/test_check_backup.py covers the
+# same message there with the immutable attribute.
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")
 def test_read_only_database(cli: Cli) -> None:
     cli.add("a")
