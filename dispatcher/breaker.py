@@ -39,6 +39,11 @@ class Breaker:
         self._schedule()
         return True
 
+    def trip(self, reason: str) -> bool:
+        """Open now, whatever the count (a fault seen directly); True if it was closed."""
+        self.failures = max(self.failures, self.threshold - 1)
+        return self.failed(reason)
+
     def succeeded(self) -> None:
         """Something worked end to end (a worker used the database): the count starts over."""
         if not self.is_open:

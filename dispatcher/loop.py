@@ -39,6 +39,7 @@ from kanban.state.config import CONFIG_ENV, Config, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import Backoff, retry_transient
 from kanban.state.sqlite_errors import BUSY
+from kanban.state.store import FileGuard
 from kanban.transitions import Actor
 
 __all__ = ["DispatchOptions", "Dispatcher"]
@@ -86,6 +87,7 @@ class Dispatcher:
         self._breaker_stored = False  # whether the stored breaker state says open
         self._claims_in_doubt = False  # a write failed mid-outage: a claim may have landed
         self._stop_calls = 0  # request_stop calls (signals): the second hands cards back
+        self.file_guard: FileGuard | None = None  # SQLite: keeps the -wal file in place
 
     # lifecycle
     def start(self) -> None:
@@ -100,6 +102,7 @@ class Dispatcher:
                                   stop=self.stop_requested, on_retry=self._say_retry)
         retry_transient(lambda: rescue.adopt_dead_instances(self), backoff=OUTAGE_BACKOFF,
                         stop=self.stop_requested, on_retry=self._say_retry)
+        self._start_file_guard()
         self.spawner = self._new_spawner()
         self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
@@ -107,6 +110,26 @@ class Dispatcher:
               "most" + (f", board {self.opts.board}" if self.opts.board else ""),
               kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
               instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board)
+
+    def _start_file_guard(self) -> None:
+        try:
+            self.file_guard = self.kb.db.guard(self.wake)
+        except DatabaseError as exc:
+            event(f"{exc.message}; running without that guard", logging.WARNING,
+                  kind="file_guard_failed", error=exc.message)
+
+    def _hear_file_guard(self) -> None:
+        """The guard put a removed -wal back (or could not): stop claiming until a probe
+        shows new processes can write again."""
+        if self.file_guard is None:
+            return
+        for what, line in self.file_guard.take_notes():
+            event(line, logging.WARNING if what == "restored" else logging.ERROR,
+                  kind=f"wal_{what}")
+            if self.breaker.trip(line):
+                event(f"circuit breaker open ({line}); not claiming, keeping "
+                      f"{len(self.workers)} workers, probing the database", logging.WARNING,
+                      kind="breaker_open", reason=line, running=len(self.workers))
 
     def _new_spawner(self) -> Spawner:
         if not self.opts.warm:
@@ -273,6 +296,7 @@ class Dispatcher:
         still kill a frozen worker that holds SQLite's write lock. Claims wait until all
         duties went through; the first error then pauses the loop."""
         failed: TransientDatabaseError | None = None
+        self._hear_file_guard()
         self._replace_lost_forkserver()
         self._ensure_spawner()
         for duty in (self.reap_exited, self._hand_back_lost, self.record_processes,
@@ -526,6 +550,8 @@ class Dispatcher:
                 with suppress(DatabaseError):
                     retry_transient(self._stopped, patience_s=SHUTDOWN_PATIENCE_S,
                                     backoff=OUTAGE_BACKOFF)
+            if self.file_guard is not None:
+                self.file_guard.stop()
 
     def _stopped(self) -> None:
         assert self.id is not None

@@ -16,7 +16,8 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kanban.state.errors import DatabaseError, KanbanError
+from kanban.state import wal_guard
+from kanban.state.errors import DatabaseError, KanbanError, TransientDatabaseError
 from kanban.state.plans import Plan, Query, Rows, column_names
 from kanban.state.sqlite import BUSY_TIMEOUT_MS
 from kanban.state.sqlite_errors import translate
@@ -153,6 +154,7 @@ class AsyncSQLiteDatabase(AsyncDatabase):
     async def _connect(self) -> Any:
         import aiosqlite
 
+        before = wal_guard.before_connect(self.path)  # a removed -wal: wait for it
         try:
             raw = await aiosqlite.connect(self.path, isolation_level=None,
                                           timeout=BUSY_TIMEOUT_MS / 1000)
@@ -161,9 +163,14 @@ class AsyncSQLiteDatabase(AsyncDatabase):
         try:
             await raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             await raw.execute("PRAGMA query_only = ON")  # this store never writes
+            await (await raw.execute("PRAGMA journal_mode")).fetchone()  # opens the log
+            wal_guard.check_connection(self.path, before)
         except sqlite3.DatabaseError as exc:
             await raw.close()
             raise translate(self.path, exc) from None
+        except TransientDatabaseError:
+            await raw.close()
+            raise
         return raw
 
     async def _close_raw(self, raw: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from kanban.state import wal_guard
 from kanban.state.errors import DatabaseError
 from kanban.state.migrations import check_version, migrate
 from kanban.state.paths import DbLocation
@@ -63,6 +64,7 @@ def missing_database(location: DbLocation) -> str:
 def _check_before_use(path: Path) -> None:
     """Refuse a foreign, corrupt or newer file over a read-only connection, before the
     first ordinary connection switches it to WAL (which rewrites its header)."""
+    before = wal_guard.before_connect(path)  # a removed -wal: wait for it to be back
     try:
         conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
@@ -70,6 +72,7 @@ def _check_before_use(path: Path) -> None:
     try:
         tables = {row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        wal_guard.check_connection(path, before)
         version = 0 if not tables else None
         if "schema_migration" in tables:
             version = conn.execute("SELECT coalesce(max(id), 0) FROM schema_migration"

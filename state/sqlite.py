@@ -19,9 +19,10 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kanban.state import wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
 from kanban.state.retry import Backoff
-from kanban.state.sqlite_errors import IO, describe_error, is_busy, translate
+from kanban.state.sqlite_errors import IO, WAL_MISSING, describe_error, is_busy, translate
 from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
 from kanban.state.timeutil import utcnow
 
@@ -32,14 +33,23 @@ _BEGIN_BACKOFF = Backoff(first_s=0.02, cap_s=0.5)
 # The write probe, run by a fresh interpreter: prints "code<TAB>message" on failure.
 _PROBE = f"""
 import sqlite3, sys
+from pathlib import Path
+from kanban.state.errors import TransientDatabaseError
+from kanban.state.wal_guard import before_connect, check_connection
 try:
+    before = before_connect(Path(sys.argv[1]))
     c = sqlite3.connect(sys.argv[1], timeout={BUSY_SLICE_S}, isolation_level=None)
+    c.execute("PRAGMA journal_mode").fetchone()
+    check_connection(Path(sys.argv[1]), before)
     c.execute("BEGIN IMMEDIATE")
     c.execute({PROBE_INSERT!r}, {{"key": sys.argv[2]}})
     c.execute({PROBE_DELETE!r}, {{"key": sys.argv[2]}})
     c.execute("COMMIT")
 except sqlite3.Error as e:
     print(f"{{getattr(e, 'sqlite_errorcode', '')}}\t{{e}}")
+    sys.exit(1)
+except TransientDatabaseError as e:
+    print(f"wal\t{{e.message}}")
     sys.exit(1)
 """
 
@@ -105,6 +115,7 @@ class SQLiteDatabase(Database):
         """A new connection with the pragmas every kanban connection runs with."""
         # SQLite's busy handler waits one slice; _begin() retries slices up to patience_s.
         busy_ms = int(1000 * max(0.05, min(self.patience_s, BUSY_SLICE_S)))
+        before = wal_guard.before_connect(self.file)
         raw = sqlite3.connect(self.file, timeout=busy_ms / 1000, isolation_level=None,
                               check_same_thread=False, cached_statements=256)
         try:
@@ -113,9 +124,28 @@ class SQLiteDatabase(Database):
             raw.execute(f"PRAGMA synchronous = {self.synchronous}")
             raw.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error:
+            try:  # a log deleted under live processes reads as an I/O error: say which
+                wal_guard.check_connection(self.file, before)
+            finally:
+                raw.close()
+            raise
+        try:  # and must not be replaced by a second one
+            wal_guard.check_connection(self.file, before)
+        except TransientDatabaseError:
             raw.close()
             raise
         return raw
+
+    def guard(self, wake: threading.Event | None = None) -> wal_guard.WalGuard | None:
+        """Keep the write-ahead log in place while this process runs (see wal_guard).
+        DatabaseError when it cannot (a read-only folder, say)."""
+        try:
+            return wal_guard.WalGuard(self.file, wake=wake).start()
+        except OSError as exc:
+            raise DatabaseError(f"cannot guard the write-ahead log of {self.path}: "
+                                f"{exc.strerror or exc}") from None
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from None
 
     def _forget(self) -> None:
         """In a forked child: never touch the parent's connections."""
@@ -202,6 +232,8 @@ class SQLiteDatabase(Database):
         if done.returncode == 0:
             return
         code, _, text = done.stdout.strip().partition("\t")
+        if code == "wal":
+            raise TransientDatabaseError(text, kind=WAL_MISSING)
         error = sqlite3.OperationalError(text or done.stderr.strip()[-300:] or "probe failed")
         if code.isdigit():
             error.sqlite_errorcode = int(code)

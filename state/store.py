@@ -9,12 +9,13 @@ the command line starts in tens of milliseconds because of it.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kanban.state.timeutil import utcnow
 
@@ -89,6 +90,12 @@ class Conn:
         return dict(zip([d[0] for d in cursor.description], row, strict=True))
 
 
+class FileGuard(Protocol):
+    def take_notes(self) -> list[tuple[str, str]]: ...
+
+    def stop(self) -> None: ...
+
+
 class Database:
     """A store: read and write transactions over one database."""
 
@@ -129,6 +136,11 @@ class Database:
     def clock(self) -> datetime:
         """Now, as this store records it: the process's clock (PostgreSQL: the server's)."""
         return utcnow()
+
+    def guard(self, wake: threading.Event | None = None) -> FileGuard | None:
+        """For a long-running process: something that keeps the store's files safe while
+        it runs (SQLite: its write-ahead log), or None where nothing needs it."""
+        return None
 
     def data_version(self, conn: Conn) -> int:
         """A number that moves when another connection commits (0 where unknown)."""

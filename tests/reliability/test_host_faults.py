@@ -155,3 +155,37 @@ def test_a_full_disk_pauses_the_dispatcher_which_resumes_after(small_disk: Path,
     run_through_fault(path, log, full)
     assert_nothing_burnt(path, log)
 
+
+
+@pytest.mark.slow
+def test_a_removed_wal_is_put_back_and_a_restart_finds_everything(tmp_path: Path) -> None:
+    """The -wal file deleted again and again for FAULT_S under a 200-card run, then the
+    dispatcher restarted: the dispatcher's guard puts the same log back each time, no
+    process starts a second one, and no card fails or spends an attempt."""
+    path = quick_board(tmp_path, CARDS)
+    log = tmp_path / "dispatcher.log"
+    wal = Path(f"{path}-wal")
+    dispatcher = start_dispatcher(path, "--max-workers", "4", "-v", log=log)
+    try:
+        wait_until(lambda: done(path) >= 10, timeout=60, what="cards flowing")
+        inode, removals = wal.stat().st_ino, 0
+        deadline = time.monotonic() + FAULT_S
+        while time.monotonic() < deadline:
+            wal.unlink()
+            removals += 1
+            wait_until(lambda: wal.exists() and wal.stat().st_ino == inode, timeout=10,
+                       what="the log put back")
+            wait_until(lambda: log.read_text().count("put it back") >= removals, timeout=10,
+                       what="the dispatcher saying so")
+        wait_until(lambda: "circuit breaker closed" in log.read_text(), timeout=30,
+                   what="the breaker closed")
+        assert dispatcher.poll() is None, log.read_text()
+        assert stop(dispatcher) == 0, log.read_text()
+        dispatcher = start_dispatcher(path, "--max-workers", "4", "-v", log=log)
+        wait_until(lambda: done(path) == CARDS, timeout=120, interval=0.2,
+                   what=f"all {CARDS} cards done")
+    finally:
+        code = stop(dispatcher)
+    assert code == 0, log.read_text()
+    assert_nothing_burnt(path, log)
+    assert not list(tmp_path.glob(".kanban.db.walguard.*")), "the guard's link outlived it"
