@@ -20,6 +20,7 @@ from kanban.cron.firing import fire_due_jobs
 from kanban.dispatcher import procs, rescue
 from kanban.dispatcher.breaker import Breaker
 from kanban.dispatcher.environment import base_env, worker_env
+from kanban.dispatcher.faults import OUTAGE_BACKOFF, FaultDuties
 from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
 from kanban.dispatcher.logs import event
@@ -37,19 +38,18 @@ from kanban.records import Claim
 from kanban.service import Kanban
 from kanban.state.config import CONFIG_ENV, Config, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
-from kanban.state.retry import Backoff, retry_transient
+from kanban.state.retry import retry_transient
 from kanban.state.sqlite_errors import BUSY
 from kanban.state.store import FileGuard
 from kanban.transitions import Actor
 
 __all__ = ["DispatchOptions", "Dispatcher"]
 
-OUTAGE_BACKOFF = Backoff(first_s=0.1, cap_s=5.0)
 STEP_PATIENCE_S = 2.0  # one step waits this long for the database; the loop retries on
 SHUTDOWN_PATIENCE_S = 10.0  # how long a stopping dispatcher retries handing cards back
 
 
-class Dispatcher:
+class Dispatcher(FaultDuties):
     """One dispatcher over one database; several may share it safely."""
 
     def __init__(self, kb: Kanban, config: Config, *, home: Path, db_target: str,
@@ -111,80 +111,11 @@ class Dispatcher:
               kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
               instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board)
 
-    def _start_file_guard(self) -> None:
-        try:
-            self.file_guard = self.kb.db.guard(self.wake)
-        except DatabaseError as exc:
-            event(f"{exc.message}; running without that guard", logging.WARNING,
-                  kind="file_guard_failed", error=exc.message)
-
-    def _hear_file_guard(self) -> None:
-        """The guard put a removed -wal back (or could not): stop claiming until a probe
-        shows new processes can write again."""
-        if self.file_guard is None:
-            return
-        for what, line in self.file_guard.take_notes():
-            event(line, logging.WARNING if what == "restored" else logging.ERROR,
-                  kind=f"wal_{what}")
-            if self.breaker.trip(line):
-                event(f"circuit breaker open ({line}); not claiming, keeping "
-                      f"{len(self.workers)} workers, probing the database", logging.WARNING,
-                      kind="breaker_open", reason=line, running=len(self.workers))
-
     def _new_spawner(self) -> Spawner:
         if not self.opts.warm:
             return SubprocessSpawner(self.wake)
         return ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
                                  self.providers_in_use())
-
-    def _replace_lost_forkserver(self) -> None:
-        """A forkserver that died under us (the OOM killer's first pick) reports no more
-        exits: stop the workers it held, give their cards back (no attempt spent), start
-        a new one."""
-        old = self.spawner
-        if not isinstance(old, ForkServerSpawner):
-            return
-        code = old.lost()
-        if code is None:
-            return
-        self.reap_exited()  # what it reported before it died
-        held = list(self.workers)
-        how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        event(f"the worker forkserver (pid {old.pid}) {how}; stopping its {len(held)} "
-              "worker(s), requeueing their cards and starting a new one", logging.WARNING,
-              kind="forkserver_lost", pid=old.pid, exit_code=code, running=len(held))
-        for worker in held:
-            procs.kill_and_confirm(worker.pid, timeout=self.opts.kill_grace_s)
-            self.workers.pop(worker.pid)
-        self._lost.extend(w.claim for w in held)
-        old.close()
-        self.spawner = None
-        self._infra_failure(f"the worker forkserver {how}")
-        try:
-            self.spawner = self._new_spawner()
-        except SpawnError as exc:  # tried again at the next step
-            event(f"cannot restart the worker forkserver: {exc}", logging.ERROR,
-                  kind="forkserver_failed", error=str(exc))
-            self._infra_failure(f"cannot restart the worker forkserver: {exc}")
-            self._spawner_gone = True
-
-    def _hand_back_lost(self) -> None:
-        """Cards whose workers died with their forkserver; kept until written."""
-        while self._lost:
-            claim = self._lost[0]
-            self._hand_back(claim, "its worker forkserver died")
-            self._lost.pop(0)
-            event(f"#{claim.card_id} handed back to ready (no attempt spent)", logging.WARNING,
-                  kind="handed_back", card=claim.card_id)
-
-    def _ensure_spawner(self) -> None:
-        if self._spawner_gone:
-            try:
-                self.spawner = self._new_spawner()
-            except SpawnError as exc:
-                self._infra_failure(f"cannot restart the worker forkserver: {exc}")
-                return
-            self._spawner_gone = False
 
     def _register(self) -> int:
         from kanban.tools.sandbox import check_sandbox
@@ -234,28 +165,6 @@ class Dispatcher:
         finally:
             # One pass waits for its own workers (unless stopped); a stop drains, hands back.
             self.shutdown(wait_for_workers=once and not self.stop_requested.is_set())
-
-    def _wait_out_outage(self, exc: TransientDatabaseError) -> None:
-        self._claims_in_doubt = True  # the failed call may have been a claim that landed
-        if self._outage_since is None:
-            self._outage_since = time.monotonic()
-            event(f"database unavailable ({exc}); keeping {len(self.workers)} workers and "
-                  "retrying", logging.WARNING, kind="database_unavailable", error=str(exc),
-                  running=len(self.workers))
-        delay = OUTAGE_BACKOFF.delay(self._outage_attempt)
-        self._outage_attempt += 1
-        self.stop_requested.wait(delay)
-
-    def _outage_over(self) -> None:
-        if self._outage_since is not None:
-            took = time.monotonic() - self._outage_since
-            event(f"database back after {took:.1f}s", logging.WARNING, kind="database_back",
-                  outage_s=round(took, 3))
-            self._outage_since, self._outage_attempt = None, 0
-
-    def _say_retry(self, exc: TransientDatabaseError, delay: float) -> None:
-        event(f"database unavailable ({exc}); retrying in {delay:.1f}s", logging.WARNING,
-              kind="database_unavailable", error=str(exc))
 
     def _sleep_budget(self) -> float:
         """Until the next tick, or until a backed-off card becomes due if that is sooner."""
@@ -310,41 +219,6 @@ class Dispatcher:
         if not self.stop_requested.is_set() and not self._spawner_gone and \
                 not self._breaker_holds():
             self.claim_and_spawn()
-
-    # the circuit breaker
-    def _infra_failure(self, reason: str) -> None:
-        if self.breaker.failed(reason):
-            event(f"circuit breaker open after {self.breaker.failures} infrastructure failures "
-                  f"in a row ({reason}); not claiming, keeping {len(self.workers)} workers, "
-                  "probing the database", logging.WARNING, kind="breaker_open", reason=reason,
-                  running=len(self.workers))
-
-    def _breaker_holds(self) -> bool:
-        """True while the breaker is open; a due probe (a real write on a fresh connection,
-        as a new worker would make) closes it."""
-        b = self.breaker
-        if not b.is_open:
-            return False
-        if not b.probe_due():
-            return True
-        try:
-            self.kb.db.probe_write()
-        except DatabaseError as exc:
-            b.probe_failed(exc.message)
-            return True
-        took = b.close()
-        event(f"circuit breaker closed after {took:.1f}s: the database takes writes again; "
-              "claiming", logging.WARNING, kind="breaker_closed", open_s=round(took, 3))
-        return False
-
-    def _store_breaker(self) -> None:
-        """What `kanban status` and the board show, written once per change."""
-        if self.breaker.is_open == self._breaker_stored or self.id is None:
-            return
-        reason = self.breaker.reason if self.breaker.is_open else None
-        with self.kb.db.write() as conn:
-            control.set_breaker(conn, self.id, reason, self.kb.clock())
-        self._breaker_stored = self.breaker.is_open
 
     def _tick_if_due(self) -> None:
         if time.monotonic() >= self._next_tick:
@@ -401,28 +275,6 @@ class Dispatcher:
                   kind="claimed", card=c.card_id, attempt=c.attempt, board=c.board, pid=pid,
                   run=c.run_id, profile=c.profile)
         self.record_processes()
-
-    def _adopt_claims_in_doubt(self) -> None:
-        """After an outage: claims of ours that committed although the call failed get
-        their worker now (or go back to ready when no slot is free), instead of holding
-        their cards until the lease runs out."""
-        assert self.id is not None
-        with self.kb.db.read() as conn:
-            found = [c for c in claims.unstarted_claims(conn, self.id)
-                     if self.workers.by_card(c.card_id) is None
-                     and all(c.run_id != run_id for run_id, _, _ in self._unrecorded)]
-        self._claims_in_doubt = False
-        for c in found:
-            if len(self.workers) >= self.max_workers:
-                self._hand_back(c, "claimed during a database outage; no free worker slot")
-                continue
-            pid = self.spawn(c)
-            if pid is None:
-                continue
-            self._unrecorded.append((c.run_id, pid, process_start(pid)))
-            event(f"claimed #{c.card_id} attempt {c.attempt} on {c.board} (its claim landed "
-                  f"during the outage): worker pid {pid}", kind="claimed", card=c.card_id,
-                  attempt=c.attempt, board=c.board, pid=pid, run=c.run_id, profile=c.profile)
 
     def record_processes(self) -> None:
         """Store the new workers' (pid, start time); kept for the next pass on an outage."""

@@ -175,7 +175,7 @@ def test_a_removed_wal_is_put_back_and_a_restart_finds_everything(tmp_path: Path
             removals += 1
             wait_until(lambda: wal.exists() and wal.stat().st_ino == inode, timeout=10,
                        what="the log put back")
-            wait_until(lambda: log.read_text().count("put it back") >= removals, timeout=10,
+            wait_until(lambda n=removals: log.read_text().count("put it back") >= n, timeout=10,
                        what="the dispatcher saying so")
         wait_until(lambda: "circuit breaker closed" in log.read_text(), timeout=30,
                    what="the breaker closed")
