@@ -120,6 +120,12 @@ class BoardMachine(RuleBasedStateMachine):
             if other.blocked_by == card.id and other.status == S.BLOCKED:
                 other.status, other.blocked_by = S.TODO, None
 
+    def block_if_dependency_ended(self, card: ModelCard) -> None:
+        """Back in todo while a dependency is failed or cancelled: blocked, naming it."""
+        ended = sorted(d for d in card.deps if self.cards[d].status in (S.FAILED, S.CANCELLED))
+        if card.status == S.TODO and ended:
+            card.status, card.blocked_by = S.BLOCKED, ended[0]
+
     def try_action(self, action: Action, card: ModelCard, call: Callable[[], object]) -> bool:
         """Run `call`; it must fail exactly when the state machine forbids `action`."""
         allowed = card.status in ALLOWED[action]
@@ -241,6 +247,7 @@ class BoardMachine(RuleBasedStateMachine):
         if self.try_action(Action.UNBLOCK, card, lambda: self.kb.unblock(card.id, "go on")):
             self.leave(card, S.READY if self.deps_done(card) else S.TODO)
             card.run_after = self.clock()
+            self.block_if_dependency_ended(card)
 
     @rule(n=picks)
     def cancel(self, n: int) -> None:
@@ -259,6 +266,7 @@ class BoardMachine(RuleBasedStateMachine):
         self.leave(card, S.READY if self.deps_done(card) else S.TODO)
         if not was_done:
             self.release(card)
+        self.block_if_dependency_ended(card)
         card.run_after, card.retry_base = self.clock(), card.attempt
         if was_done:  # a redone dependency: its ready dependents wait for it again
             for other in self.cards.values():
