@@ -57,6 +57,7 @@ class ModelCard:
     lost_claims: list[Claim] = field(default_factory=list)
     completions: int = 0  # running → done: each closes a run as completed
     blocked_by: int | None = None  # the failed or cancelled dependency that blocked it
+    cancel_on_failure: bool = False  # on_dependency_failure = "cancel"
 
 
 class BoardMachine(RuleBasedStateMachine):
@@ -105,14 +106,26 @@ class BoardMachine(RuleBasedStateMachine):
         if to == S.DONE and card.status == S.RUNNING:
             card.completions += 1
         card.status, card.blocked_by = to, None
-        if to in (S.FAILED, S.CANCELLED):  # its waiting dependents are blocked, naming it
-            for other in self.cards.values():
-                if card.id in other.deps and other.status in (S.TODO, S.READY):
-                    other.status, other.blocked_by = S.BLOCKED, card.id
+        if to in (S.FAILED, S.CANCELLED):
+            self.dependency_ended(card)
         if to == S.DONE:
             for other in self.cards.values():
                 if card.id in other.deps and other.status == S.TODO and self.deps_done(other):
                     other.status, other.run_after = S.READY, self.clock()
+
+    def dependency_ended(self, card: ModelCard) -> None:
+        """Its waiting dependents are blocked naming it, or cancelled (and so on, by each
+        one's own policy)."""
+        ended = [card]
+        while ended:
+            gone = ended.pop(0)
+            for other in self.cards.values():
+                if gone.id in other.deps and other.status in (S.TODO, S.READY):
+                    if other.cancel_on_failure:
+                        other.status, other.blocked_by = S.CANCELLED, None
+                        ended.append(other)
+                    else:
+                        other.status, other.blocked_by = S.BLOCKED, gone.id
 
     def release(self, card: ModelCard) -> None:
         """Retried or done: dependents it had blocked wait for it again."""
@@ -144,13 +157,16 @@ class BoardMachine(RuleBasedStateMachine):
             self.add(priority=0, dep_picks=[], max_attempts=1)
 
     @rule(priority=st.integers(0, 2), dep_picks=st.lists(picks, max_size=3),
-          max_attempts=st.integers(1, 2))
-    def add(self, priority: int, dep_picks: list[int], max_attempts: int) -> None:
+          max_attempts=st.integers(1, 2), cancel=st.booleans())
+    def add(self, priority: int, dep_picks: list[int], max_attempts: int,
+            cancel: bool = False) -> None:
         ids = sorted(self.cards)
         deps = {ids[n % len(ids)] for n in dep_picks} if ids else set()
         created = self.kb.add_card(NewCard("card", priority=priority, depends_on=sorted(deps),
-                                           max_attempts=max_attempts))
-        card = ModelCard(created.id, deps, priority, max_attempts, S.READY, self.clock())
+                                           max_attempts=max_attempts,
+                                           on_dependency_failure="cancel" if cancel else None))
+        card = ModelCard(created.id, deps, priority, max_attempts, S.READY, self.clock(),
+                         cancel_on_failure=cancel)
         card.status = S.READY if self.deps_done(card) else S.TODO
         self.cards[card.id] = card
         assert created.status == card.status
