@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from kanban import validation as v
-from kanban.dependencies import check_link, unfinished_dependencies
+from kanban.dependencies import block_on, check_link, ended_dependency, unfinished_dependencies
 from kanban.errors import BoardNotFound, CardNotFound, ValidationError
 from kanban.events import record_event
 from kanban.records import (
@@ -254,6 +254,9 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         to=str(status), depends_on=sorted(set(new.depends_on)), parent_id=new.parent_id,
         **extra,
     )
+    if status is CardStatus.TODO and (ended := ended_dependency(conn, card_id)) is not None:
+        # it would wait in todo for a card nobody will finish: blocked on it, naming it
+        block_on(conn, card_id, ended[0], f"is {ended[1]}", now, new.created_by)
     return Added(get_card(conn, card_id), created=True)
 
 

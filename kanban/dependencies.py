@@ -84,6 +84,11 @@ def link(conn: Conn, card_id: int, depends_on_id: int, *, actor: str, now: datet
                  depends_on_id=depends_on_id)
     if status == CardStatus.READY and unfinished_dependencies(conn, [depends_on_id]):
         _set_status(conn, card_id, card_board, CardStatus.READY, CardStatus.TODO, actor, now)
+        status = CardStatus.TODO
+    if status == CardStatus.TODO:  # not todo forever behind a card nobody will finish
+        dep_status = conn.scalar("SELECT status FROM card WHERE id = :id", {"id": depends_on_id})
+        if dep_status in (CardStatus.FAILED, CardStatus.CANCELLED):
+            block_on(conn, card_id, depends_on_id, f"is {dep_status}", now, actor)
     return True
 
 

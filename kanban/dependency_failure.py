@@ -9,8 +9,8 @@ board's (`kanban boards set`), default `block`:
   dependents follow their policy in turn. A cancelled card stays cancelled when the
   dependency is retried: only `kanban retry` of the card itself brings it back.
 
-A card retried or unblocked while a dependency is still failed or cancelled is blocked on
-that dependency (whatever its policy: a person asked for it to run), so it never waits in
+A card added, linked, retried or unblocked while a dependency is failed or cancelled is
+blocked on that dependency (whatever its policy: a person asked for it to run), so it never waits in
 `todo` for a card nobody will finish.
 """
 

@@ -147,6 +147,8 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         output.note(f"#{card.id} already holds key {key!r} ({card.status}); nothing added")
     elif card.status == "scheduled":
         output.note(f"#{card.id} is scheduled for {output.when(card.run_after)}")
+    elif card.status == "blocked":  # a dependency is failed or cancelled
+        output.note(f"#{card.id} is blocked: {card.error}")
 
 
 def scheduled_time(ctx: click.Context, at: str | None, within: str | None,

@@ -143,3 +143,17 @@ def test_edit_sets_the_policy_and_bad_values_are_refused(kb: Kanban) -> None:
         kb.set_dependency_policy("nosuch", "cancel")
     _fail(kb, dep.id, "x")
     assert kb.card(card.id).status == S.CANCELLED
+
+
+def test_adding_or_linking_a_card_to_a_failed_dependency_blocks_it_at_once(
+        kb: Kanban, db: Database) -> None:
+    dep = kb.add_card(NewCard("dependency"))
+    _fail(kb, dep.id, "broken")
+    added = kb.add_card(NewCard("late", depends_on=[dep.id], on_dependency_failure="cancel"))
+    assert added.status == S.BLOCKED and added.error == f"dependency #{dep.id} is failed"
+    assert [e["kind"] for e in events_of(db, added.id)] == ["created", "dependency_blocked"]
+    other = kb.add_card(NewCard("ready one"))
+    kb.link(other.id, dep.id)
+    assert kb.card(other.id).status == S.BLOCKED
+    kb.retry(dep.id)
+    assert (kb.card(added.id).status, kb.card(other.id).status) == (S.TODO, S.TODO)

@@ -168,6 +168,7 @@ class BoardMachine(RuleBasedStateMachine):
         card = ModelCard(created.id, deps, priority, max_attempts, S.READY, self.clock(),
                          cancel_on_failure=cancel)
         card.status = S.READY if self.deps_done(card) else S.TODO
+        self.block_if_dependency_ended(card)
         self.cards[card.id] = card
         assert created.status == card.status
 
@@ -186,6 +187,8 @@ class BoardMachine(RuleBasedStateMachine):
         card.deps.add(dep.id)
         if is_new and card.status == S.READY and dep.status != S.DONE:
             card.status = S.TODO
+        if is_new and card.status == S.TODO and dep.status in (S.FAILED, S.CANCELLED):
+            card.status, card.blocked_by = S.BLOCKED, dep.id
 
     @rule()
     def claim(self) -> None:

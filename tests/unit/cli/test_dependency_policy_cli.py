@@ -59,3 +59,11 @@ def test_bad_values_are_one_line_and_change_nothing(cli: Cli) -> None:
     assert "nothing to change" in cli.fails("boards", "set", code=2)
     assert "no board named 'nosuch'" in cli.fails("boards", "set", "nosuch",
                                             "--on-dependency-failure", "cancel")
+
+
+def test_add_after_a_cancelled_card_says_it_is_blocked(cli: Cli) -> None:
+    dep = cli.add("dependency")
+    cli.ok("cancel", str(dep))
+    result = cli.ok("add", "late", "--depends-on", str(dep))
+    assert result.stdout == "#2\n"
+    assert result.stderr == f"#2 is blocked: dependency #{dep} is cancelled\n"
