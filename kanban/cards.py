@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from kanban import validation as v
-from kanban.dependencies import check_link, unfinished_dependencies
+from kanban.dependencies import block_on, check_link, ended_dependency, unfinished_dependencies
 from kanban.errors import BoardNotFound, CardNotFound, ValidationError
 from kanban.events import record_event
 from kanban.records import (
@@ -34,7 +34,7 @@ CARD_COLUMNS = (
     "input_tokens", "output_tokens", "cached_tokens", "created_at", "updated_at", "started_at",
     "finished_at", "archived_at", "command", "cost", "key", "skills", "workspace",
     "role", "waiting_on", "resume_base", "review", "max_reviews", "reviews", "feedback",
-    "subject_id",
+    "subject_id", "on_dependency_failure",
 )
 _CARD_SELECT = f"SELECT {', '.join(CARD_COLUMNS)} FROM card"
 CARD_SELECT = _CARD_SELECT  # for read models elsewhere (kanban.queries)
@@ -68,6 +68,7 @@ class NewCard:
     max_reviews: int = 3
     subject_id: int | None = None
     triage: bool = False  # a rough idea: the card waits in triage for a decomposer
+    on_dependency_failure: str | None = None  # block | cancel; None: the board's
 
     def validated(self) -> NewCard:
         v.title(self.title)
@@ -96,6 +97,8 @@ class NewCard:
                 raise ValidationError("a script card's exit code is its own check: give it "
                                       "no verify gate")
         v.number(self.max_reviews, "max reviews", v.MAX_ATTEMPTS_RANGE)
+        if self.on_dependency_failure is not None:
+            v.dependency_policy(self.on_dependency_failure)
         return self
 
 
@@ -117,15 +120,35 @@ def require_board_plan(board: str) -> Plan[None]:
         raise BoardNotFound(board)
 
 
-def create_board(conn: Conn, name: str, now: datetime) -> bool:
-    """Create a board; False if it already existed."""
+def create_board(conn: Conn, name: str, now: datetime, *,
+                 on_dependency_failure: str = "block") -> bool:
+    """Create a board; False if it already existed (its settings are left as they are)."""
     v.board_name(name)
+    v.dependency_policy(on_dependency_failure)
     # ON CONFLICT: concurrent creators (eight `kanban init` at once) all succeed.
-    if conn.one("INSERT INTO board (name, paused, created_at) VALUES (:name, :paused, :now) "
-                "ON CONFLICT (name) DO NOTHING RETURNING name",
-                {"name": name, "paused": False, "now": now}) is None:
+    if conn.one("INSERT INTO board (name, paused, created_at, on_dependency_failure) VALUES "
+                "(:name, :paused, :now, :policy) ON CONFLICT (name) DO NOTHING RETURNING name",
+                {"name": name, "paused": False, "now": now,
+                 "policy": on_dependency_failure}) is None:
         return False
-    record_event(conn, board=name, kind="board_created", actor="user", at=now)
+    record_event(conn, board=name, kind="board_created", actor="user", at=now,
+                 on_dependency_failure=on_dependency_failure)
+    return True
+
+
+def set_dependency_policy(conn: Conn, board: str, policy: str, now: datetime, *,
+                          actor: str = "user") -> bool:
+    """Set the board's default `on_dependency_failure`; False if it was that already."""
+    v.dependency_policy(policy)
+    old = conn.scalar("SELECT on_dependency_failure FROM board WHERE name = :b", {"b": board})
+    if old is None:
+        raise BoardNotFound(board)
+    if old == policy:
+        return False
+    conn.run("UPDATE board SET on_dependency_failure = :p WHERE name = :b",
+             {"p": policy, "b": board})
+    record_event(conn, board=board, kind="board_edited", actor=actor, at=now,
+                 on_dependency_failure={"from": old, "to": policy})
     return True
 
 
@@ -134,11 +157,13 @@ def list_boards(conn: Conn) -> list[dict[str, object]]:
 
 
 def boards_plan() -> Plan[list[dict[str, object]]]:
-    """Every board with its card count and pause flag (`kanban boards --json`)."""
+    """Every board with its card count, pause flag and dependency-failure policy
+    (`kanban boards --json`)."""
     rows = yield Query(
         "SELECT b.name, b.paused, (SELECT count(*) FROM card c WHERE c.board = b.name "
-        "AND c.archived_at IS NULL) FROM board b ORDER BY b.name")
-    return [{"name": name, "paused": bool(paused), "cards": cards} for name, paused, cards in rows]
+        "AND c.archived_at IS NULL), b.on_dependency_failure FROM board b ORDER BY b.name")
+    return [{"name": name, "paused": bool(paused), "cards": cards,
+             "on_dependency_failure": policy} for name, paused, cards, policy in rows]
 
 
 _INSERT_CARD = """
@@ -146,11 +171,11 @@ INSERT INTO card (board, title, goal, context, status, priority, profile, model,
                   parent_id, depth, created_by, attempt, max_attempts, retry_base, timeout_s,
                   run_after, created_at, updated_at, input_tokens, output_tokens, cached_tokens,
                   command, key, skills, workspace, role, review, max_reviews, reviews,
-                  subject_id)
+                  subject_id, on_dependency_failure)
 VALUES (:board, :title, :goal, :context, :status, :priority, :profile, :model, :toolsets,
         :parent_id, :depth, :created_by, 0, :max_attempts, 0, :timeout_s,
         :run_after, :now, :now, 0, 0, 0, :command, :key, :skills, :workspace, :role, :review,
-        :max_reviews, 0, :subject_id)
+        :max_reviews, 0, :subject_id, :on_dependency_failure)
 """
 # A concurrent add with the same key (PostgreSQL; SQLite writers take turns) inserts
 # nothing: the index below holds one unfinished card per board and key.
@@ -201,6 +226,7 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         "command": new.command,
         "workspace": new.workspace, "role": new.role, "review": new.review,
         "max_reviews": new.max_reviews, "subject_id": new.subject_id,
+        "on_dependency_failure": new.on_dependency_failure,
     }
     sql = _INSERT_CARD + (_ON_KEY_CONFLICT if new.key is not None else "") + "RETURNING id"
     row = conn.one(sql, params)
@@ -221,11 +247,16 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         extra["key"] = new.key
     if new.review is not None:
         extra["review"] = new.review
+    if new.on_dependency_failure is not None:
+        extra["on_dependency_failure"] = new.on_dependency_failure
     record_event(
         conn, board=new.board, card_id=card_id, kind="created", actor=new.created_by, at=now,
         to=str(status), depends_on=sorted(set(new.depends_on)), parent_id=new.parent_id,
         **extra,
     )
+    if status is CardStatus.TODO and (ended := ended_dependency(conn, card_id)) is not None:
+        # it would wait in todo for a card nobody will finish: blocked on it, naming it
+        block_on(conn, card_id, ended[0], f"is {ended[1]}", now, new.created_by)
     return Added(get_card(conn, card_id), created=True)
 
 
@@ -360,6 +391,8 @@ def card_detail_plan(card_id: int, *, board: str | None = None) -> Plan[CardDeta
     comments: Rows = yield Query("SELECT * FROM comment WHERE card_id = :id ORDER BY id", key)
     runs: Rows = yield Query("SELECT * FROM run WHERE card_id = :id ORDER BY id", key)
     events: Rows = yield Query("SELECT * FROM event WHERE card_id = :id ORDER BY id", key)
+    policy = card.on_dependency_failure or (yield Query(
+        "SELECT on_dependency_failure FROM board WHERE name = :b", {"b": card.board})).scalar()
     return CardDetail(
         card=card,
         depends_on=tuple((yield from cards_by_id_plan(dep_ids))),
@@ -369,6 +402,7 @@ def card_detail_plan(card_id: int, *, board: str | None = None) -> Plan[CardDeta
         runs=tuple(RunRecord.from_row(with_times(r)) for r in runs.maps()),
         events=tuple(EventRecord.from_row(with_times(r)) for r in events.maps()),
         attachments=tuple((yield from card_attachments_plan(card_id))),
+        on_dependency_failure=str(policy or "block"),
     )
 
 

@@ -36,6 +36,7 @@ class ChildTask:
     workspace: str | None = None  # stored form (kanban.workspaces.normalise_spec)
     role: str = "leaf"  # orchestrator: gets `delegate` while above max_depth
     review: str | None = None  # its review gate (kanban.review), as stored
+    on_dependency_failure: str | None = None  # block | cancel when an `after` task fails
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ def add_children(conn: Conn, parent_id: int, tasks: Sequence[ChildTask], *,
             max_attempts=task.max_attempts or max_attempts, workspace=task.workspace,
             toolsets=",".join(task.toolsets) if task.toolsets is not None else None,
             key=task.key, skills=task.skills, role=task.role, review=task.review,
+            on_dependency_failure=task.on_dependency_failure,
         ), now)
         ids.append(card.id)
     return ids

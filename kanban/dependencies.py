@@ -84,6 +84,11 @@ def link(conn: Conn, card_id: int, depends_on_id: int, *, actor: str, now: datet
                  depends_on_id=depends_on_id)
     if status == CardStatus.READY and unfinished_dependencies(conn, [depends_on_id]):
         _set_status(conn, card_id, card_board, CardStatus.READY, CardStatus.TODO, actor, now)
+        status = CardStatus.TODO
+    if status == CardStatus.TODO:  # not todo forever behind a card nobody will finish
+        dep_status = conn.scalar("SELECT status FROM card WHERE id = :id", {"id": depends_on_id})
+        if dep_status in (CardStatus.FAILED, CardStatus.CANCELLED):
+            block_on(conn, card_id, depends_on_id, f"is {dep_status}", now, actor)
     return True
 
 
@@ -187,20 +192,68 @@ def blocked_by_reason(dependency_id: int) -> str:
     return f"dependency #{dependency_id} "
 
 
+# A card's own policy, else its board's (the board's column is never NULL).
+_POLICY = ("COALESCE(card.on_dependency_failure, (SELECT p.on_dependency_failure FROM board p "
+           "WHERE p.name = card.board))")
+_WAITING_ON = ("status IN ('todo', 'ready') AND id IN (SELECT card_id FROM dependency "
+               "WHERE depends_on_id = :card)")
+
+
+def failure_reason(dependency_id: int, how: str) -> str:
+    """Why a dependent was blocked or cancelled: it names the dependency and what befell it."""
+    return f"{blocked_by_reason(dependency_id)}{how}"[:2000]
+
+
 def block_dependents(conn: Conn, card_id: int, how: str, now: datetime,
                      actor: str = "system") -> list[int]:
-    """`card_id` failed or was cancelled: its waiting dependents become blocked with a
-    reason that names it, rather than wait for it forever."""
-    reason = f"{blocked_by_reason(card_id)}{how}"[:2000]
+    """`card_id` failed or was cancelled: its waiting dependents whose policy is `block`
+    become blocked with a reason that names it, rather than wait for it forever."""
+    reason = failure_reason(card_id, how)
     moved = conn.all("UPDATE card SET status = 'blocked', error = :reason, updated_at = :now "
-                     "WHERE status IN ('todo', 'ready') AND id IN (SELECT card_id FROM "
-                     "dependency WHERE depends_on_id = :card) RETURNING id, board, status",
+                     f"WHERE {_WAITING_ON} AND {_POLICY} = 'block' RETURNING id, board, status",
                      {"reason": reason, "now": now, "card": card_id})
     for dependent, board, _ in moved:
         record_event(conn, board=board, card_id=dependent, kind="dependency_blocked",
                      actor=actor, at=now, depends_on_id=card_id, reason=reason,
                      **status_change(CardStatus.TODO, CardStatus.BLOCKED))
     return sorted(dependent for dependent, _, _ in moved)
+
+
+def dependents_to_cancel(conn: Conn, card_id: int) -> list[int]:
+    """The waiting dependents of `card_id` whose policy is `cancel` (kanban.transitions
+    cancels them, as a person would, so that each cascades by its own dependents' policy)."""
+    return conn.column(f"SELECT id FROM card WHERE {_WAITING_ON} AND {_POLICY} = 'cancel' "
+                       "ORDER BY id", {"card": card_id})
+
+
+def policy_of(conn: Conn, card_id: int) -> str:
+    """The policy that applies to a card: its own, else its board's."""
+    value = conn.scalar(f"SELECT {_POLICY} FROM card WHERE id = :id", {"id": card_id})
+    if value is None:
+        raise CardNotFound(card_id)
+    return str(value)
+
+
+def ended_dependency(conn: Conn, card_id: int) -> tuple[int, str] | None:
+    """A failed or cancelled dependency of `card_id` (the lowest id) and its status, if any."""
+    row = conn.one("SELECT b.id, b.status FROM dependency d JOIN card b ON b.id = "
+                   "d.depends_on_id WHERE d.card_id = :id AND b.status IN ('failed', "
+                   "'cancelled') ORDER BY b.id LIMIT 1", {"id": card_id})
+    return (int(row[0]), str(row[1])) if row is not None else None
+
+
+def block_on(conn: Conn, card_id: int, dependency_id: int, how: str, now: datetime,
+             actor: str) -> None:
+    """Block one waiting card on its ended dependency (a retried or unblocked card whose
+    dependency is still failed would otherwise wait in todo for it with nothing said)."""
+    reason = failure_reason(dependency_id, how)
+    board = conn.scalar("UPDATE card SET status = 'blocked', error = :reason, updated_at = :now "
+                        "WHERE id = :id AND status IN ('todo', 'ready') RETURNING board",
+                        {"reason": reason, "now": now, "id": card_id})
+    if board is not None:
+        record_event(conn, board=board, card_id=card_id, kind="dependency_blocked",
+                     actor=actor, at=now, depends_on_id=dependency_id, reason=reason,
+                     **status_change(CardStatus.TODO, CardStatus.BLOCKED))
 
 
 def release_dependents(conn: Conn, card_id: int, now: datetime,

@@ -1,4 +1,5 @@
-"""Editing an unfinished card: title, goal, context, priority, profile and limits."""
+"""Editing an unfinished card: title, goal, context, priority, profile, limits and what it
+does when a dependency fails."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class CardEdit:
     profile: str | None = None
     max_attempts: int | None = None
     timeout_s: float | None = None
+    on_dependency_failure: str | None = None  # block | cancel (kanban.dependency_failure)
 
     def given(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)
@@ -49,6 +51,8 @@ class CardEdit:
             v.number(self.timeout_s, "timeout", v.TIMEOUT_RANGE)
         if self.profile is not None and not v.BOARD_NAME.match(self.profile):
             raise ValidationError(f"invalid profile name {self.profile!r}")
+        if self.on_dependency_failure is not None:
+            v.dependency_policy(self.on_dependency_failure)
         return self
 
 

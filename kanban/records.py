@@ -70,6 +70,7 @@ class CardRecord(_Record):
     reviews: int = 0  # gate rounds that asked for changes so far
     feedback: str | None = None  # the last gate's feedback, for the next attempt
     subject_id: int | None = None  # a reviewer's or decomposer's card
+    on_dependency_failure: str | None = None  # block | cancel; None: the board's
 
     @property
     def skill_names(self) -> tuple[str, ...]:
@@ -196,6 +197,7 @@ class CardDetail:
     runs: tuple[RunRecord, ...]
     events: tuple[EventRecord, ...]
     attachments: tuple[AttachmentRecord, ...] = ()
+    on_dependency_failure: str = "block"  # the policy that applies: the card's, else its board's
 
     def to_json(self) -> dict[str, Any]:
         def brief(c: CardRecord) -> dict[str, Any]:
@@ -210,4 +212,5 @@ class CardDetail:
             "runs": [r.to_json() for r in self.runs],
             "events": [e.to_json() for e in self.events],
             "attachments": [a.to_json() for a in self.attachments],
+            "on_dependency_failure": self.on_dependency_failure,
         }

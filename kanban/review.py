@@ -16,7 +16,7 @@ from datetime import datetime
 from kanban import transitions
 from kanban import validation as v
 from kanban.cards import NewCard, add_card, get_card
-from kanban.dependencies import block_dependents, promote_dependents, release_dependents
+from kanban.dependencies import promote_dependents, release_dependents
 from kanban.errors import InvalidTransition, ValidationError
 from kanban.records import CardRecord
 from kanban.state.store import Conn
@@ -147,7 +147,9 @@ def request_changes(conn: Conn, card_id: int, feedback: str, *, now: datetime,
                          board=board, kind="review_rejected", values=values, feedback=feedback,
                          reviews=rounds)
         if not human:  # as any failure: its dependents are blocked, naming it
-            block_dependents(conn, card_id, f"failed its review: {feedback}", now,
+            from kanban.dependency_failure import dependency_ended  # builds on transitions
+
+            dependency_ended(conn, card_id, f"failed its review: {feedback}", now=now,
                              actor=actor.name)
     else:
         # Each round gets the card's whole attempt budget again (crashes are counted apart),

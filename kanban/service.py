@@ -41,9 +41,15 @@ class Kanban:
         self.clock = clock or db.clock
 
     # boards
-    def create_board(self, name: str) -> bool:
+    def create_board(self, name: str, *, on_dependency_failure: str = "block") -> bool:
         with self.db.write() as conn:
-            return cards.create_board(conn, name, self.clock())
+            return cards.create_board(conn, name, self.clock(),
+                                      on_dependency_failure=on_dependency_failure)
+
+    def set_dependency_policy(self, board: str, policy: str) -> bool:
+        """The board's default for what a card does when a dependency fails or is cancelled."""
+        with self.db.write() as conn:
+            return cards.set_dependency_policy(conn, board, policy, self.clock())
 
     def ensure_board(self, name: str) -> None:
         with self.db.write() as conn:

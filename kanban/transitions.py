@@ -17,7 +17,6 @@ from kanban import validation as v
 from kanban.cards import card_with_key, get_card
 from kanban.children import SETTLED, Delegation, unsettled, waiting_on
 from kanban.dependencies import (
-    block_dependents,
     demote_dependents,
     promote_dependents,
     release_dependents,
@@ -200,6 +199,8 @@ def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
     to = _status_after_deps(conn, card_id)
     move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
           values={"error": None, "run_after": now}, note=note)
+    if to == CardStatus.TODO:
+        _block_if_dependency_ended(conn, card_id, now, actor)
     if note:
         add_comment(conn, card_id, f"unblocked: {note}", author=actor.name, now=now)
     return get_card(conn, card_id)
@@ -211,8 +212,8 @@ def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
     row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
     move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
          outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
-    block_dependents(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
-                     actor=actor.name)
+    _dependency_ended(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
+                      actor)
     _helper_ended(conn, card_id, CardStatus.CANCELLED, reason, now)
     if row is not None and row[0] == CardStatus.WAITING:
         for child in unsettled(conn, Delegation.from_json(row[1]).children):
@@ -243,6 +244,8 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
         demote_dependents(conn, card_id, now, actor=actor.name)
     else:
         release_dependents(conn, card_id, now, actor=actor.name)
+    if to == CardStatus.TODO:
+        _block_if_dependency_ended(conn, card_id, now, actor)
     return get_card(conn, card_id)
 
 
@@ -282,7 +285,7 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
     error = error[:v.MAX_COMMENT]
     move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
-    block_dependents(conn, card_id, f"failed: {error}", now, actor=actor.name)
+    _dependency_ended(conn, card_id, f"failed: {error}", now, actor)
     _helper_ended(conn, card_id, CardStatus.FAILED, error, now)
     return get_card(conn, card_id)
 
@@ -299,7 +302,7 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
         move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
-        block_dependents(conn, card_id, f"failed: {msg}", now, actor=actor.name)
+        _dependency_ended(conn, card_id, f"failed: {msg}", now, actor)
         _helper_ended(conn, card_id, CardStatus.FAILED, msg, now)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
@@ -392,6 +395,18 @@ def _helper_ended(conn: Conn, card_id: int, status: str, why: str | None,
     from kanban.review import helper_ended  # review gates and triage build on this module
 
     helper_ended(conn, card_id, status, why, now=now)
+
+
+def _dependency_ended(conn: Conn, card_id: int, how: str, now: datetime, actor: Actor) -> None:
+    from kanban.dependency_failure import dependency_ended  # it builds on this module
+
+    dependency_ended(conn, card_id, how, now=now, actor=actor.name)
+
+
+def _block_if_dependency_ended(conn: Conn, card_id: int, now: datetime, actor: Actor) -> None:
+    from kanban.dependency_failure import block_if_dependency_ended
+
+    block_if_dependency_ended(conn, card_id, now=now, actor=actor.name)
 
 
 def _status_after_deps(conn: Conn, card_id: int) -> CardStatus:

@@ -78,3 +78,13 @@ def skill_names(names: tuple[str, ...]) -> tuple[str, ...]:
             raise ValidationError(f"invalid skill name {name!r}: use 1-64 letters, digits, "
                                   "'.', '_' or '-'")
     return names
+
+
+# What a card does when a dependency fails or is cancelled (kanban.dependencies).
+DEPENDENCY_POLICIES = ("block", "cancel")
+
+
+def dependency_policy(value: str) -> str:
+    if value not in DEPENDENCY_POLICIES:
+        raise ValidationError(f"on_dependency_failure must be block or cancel, not {value!r}")
+    return value

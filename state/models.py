@@ -56,6 +56,8 @@ class Board(SQLModel, table=True):
     name: str = Field(primary_key=True, max_length=64)
     paused: bool = Field(default=False)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    # What its cards do when a dependency fails or is cancelled (migration 11): block | cancel
+    on_dependency_failure: str = Field(default="block", max_length=8)
 
 
 class Card(SQLModel, table=True):
@@ -136,6 +138,8 @@ class Card(SQLModel, table=True):
     reviews: int = 0  # gate rounds that asked for changes
     feedback: str | None = None  # the last gate's feedback, shown to the next attempt
     subject_id: int | None = Field(default=None, index=True)  # the card it reviews/triages
+    # block | cancel when a dependency fails or is cancelled; None: the board's (migration 11)
+    on_dependency_failure: str | None = Field(default=None, max_length=8)
 
 
 class CardCount(SQLModel, table=True):

@@ -19,6 +19,7 @@ from kanban.state.config import Config, Profile
 from kanban.tools.registry import Tool, ToolRegistry
 from kanban.tools.scope import WorkerScope
 from kanban.transitions import Actor, cancel
+from kanban.validation import DEPENDENCY_POLICIES
 from kanban.workspaces import normalise_spec
 
 TOOLSET = "delegate"
@@ -97,6 +98,7 @@ def _tasks(args: dict[str, Any], scope: LeadScope) -> tuple[list[ChildTask], lis
             timeout_s=min(limits.child_timeout_s, profile.timeout_s),
             max_attempts=min(limits.child_max_attempts, profile.max_attempts),
             role=item.get("role", profile.role), review=review,
+            on_dependency_failure=item.get("on_dependency_failure"),
         ))
         dropped.append(lost)
     return tasks, dropped
@@ -263,6 +265,10 @@ def tool_for(config: Config) -> Tool:
                 "the other `parent` tasks), worktree (a git branch kanban/<card>) or "
                 "dir:PATH (an existing folder)")},
             "after": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            "on_dependency_failure": {"type": "string", "enum": list(DEPENDENCY_POLICIES),
+                                      "description": (
+                "if an `after` task fails or is cancelled: block (default: this task waits, "
+                "blocked, for a person to retry it) or cancel (this task is cancelled too)")},
             "key": {"type": "string", "minLength": 1, "maxLength": 200},
             "skills": {"type": "array", "items": {"type": "string"}},
             "review": {"type": "string", "description": (

@@ -15,11 +15,14 @@ from kanban.errors import LeaseLost, LimitExceeded
 from kanban.records import CardDetail
 from kanban.tools.registry import ToolRegistry
 from kanban.tools.scope import WorkerScope
-from kanban.validation import MAX_ID
+from kanban.validation import DEPENDENCY_POLICIES, MAX_ID
 
 TOOLSET = "kanban"
 _ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
 _TEXT = {"type": "string", "minLength": 1}
+_POLICY = {"type": "string", "enum": list(DEPENDENCY_POLICIES), "description": (
+    "if a card it depends on fails or is cancelled: block (default: it waits, blocked, for a "
+    "person to retry that card) or cancel (it is cancelled too)")}
 
 
 def _show(detail: CardDetail, own: bool) -> str:
@@ -123,6 +126,7 @@ def kanban_create(args: dict[str, Any], scope: WorkerScope) -> str:
             board=scope.board, priority=args.get("priority", 0), profile=own.profile,
             depends_on=args.get("depends_on", []), parent_id=scope.card_id,
             created_by=scope.actor.name,
+            on_dependency_failure=args.get("on_dependency_failure"),
         ), scope.kb.clock())
     return json.dumps({"id": new.id, "status": new.status})
 
@@ -161,6 +165,7 @@ def register(registry: ToolRegistry) -> None:
     add("kanban_create", "Create a sub-card on this board, delegated by your card.",
         kanban_create, {"title": _TEXT, "goal": {"type": "string"},
                         "context": {"type": "string"}, "priority": {"type": "integer"},
-                        "depends_on": {"type": "array", "items": _ID}}, ("title",))
+                        "depends_on": {"type": "array", "items": _ID},
+                        "on_dependency_failure": _POLICY}, ("title",))
     add("kanban_link", "Make one card of this board depend on another.", kanban_link,
         {"card_id": _ID, "depends_on_id": _ID}, ("card_id", "depends_on_id"))

@@ -1,4 +1,4 @@
-"""Board commands: the board view, `boards list|create`, pause and resume."""
+"""Board commands: the board view, `boards list|create|set`, pause and resume."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 
 from kanban.cli import output
 from kanban.cli.base import board_filter, board_of, command, group, json_option, open_kanban
+from kanban.cli.params import dependency_policy_option
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -59,7 +60,7 @@ def board(ctx: click.Context, per_column: int, watch: bool, interval: float,
 @json_option
 @click.pass_context
 def boards(ctx: click.Context, as_json: bool) -> None:
-    """List and create boards.
+    """List, create and configure boards.
 
     Without a subcommand, lists them (--json as for `boards list`).
     """
@@ -78,19 +79,44 @@ def list_boards(ctx: click.Context, as_json: bool = False) -> None:
         return
     for b in found:
         paused = "  (spawning paused)" if b["paused"] else ""
-        output.out(f"{b['name']}  {output.plural(int(str(b['cards'])), 'card')}{paused}")
+        policy = b["on_dependency_failure"]
+        settings = f"  (on dependency failure: {policy})" if policy != "block" else ""
+        output.out(f"{b['name']}  {output.plural(int(str(b['cards'])), 'card')}{paused}"
+                   f"{settings}")
+
+
+_BOARD_POLICY_HELP = ("What the board's cards do when a dependency fails or is cancelled: "
+                      "block (wait, blocked, for its retry; the default) or cancel (are "
+                      "cancelled too). A card's own --on-dependency-failure wins.")
 
 
 @boards.command("create")
 @click.argument("name")
+@dependency_policy_option(_BOARD_POLICY_HELP)
 @click.pass_context
-def create_board(ctx: click.Context, name: str) -> None:
+def create_board(ctx: click.Context, name: str, on_dependency_failure: str | None) -> None:
     """Create a board (boards isolate workers from each other).
 
-    NAME: letters, digits, '.', '_' or '-'; up to 64.
+    NAME: letters, digits, '.', '_' or '-'; up to 64. An existing board keeps its settings
+    (change them with `kanban boards set`).
     """
-    created = open_kanban(ctx).create_board(name)
+    created = open_kanban(ctx).create_board(
+        name, on_dependency_failure=on_dependency_failure or "block")
     output.out(f"board {name!r} {'created' if created else 'already exists'}")
+
+
+@boards.command("set")
+@click.argument("name", required=False)
+@dependency_policy_option(_BOARD_POLICY_HELP)
+@click.pass_context
+def set_board(ctx: click.Context, name: str | None, on_dependency_failure: str | None) -> None:
+    """Change a board's settings (NAME: the --board given, else $KANBAN_BOARD, else default)."""
+    if on_dependency_failure is None:
+        raise click.UsageError("nothing to change: give --on-dependency-failure", ctx)
+    name = name or board_of(ctx)
+    changed = open_kanban(ctx).set_dependency_policy(name, on_dependency_failure)
+    verb = "now" if changed else "already"
+    output.out(f"board {name!r}: on dependency failure {verb} {on_dependency_failure}")
 
 
 @command()

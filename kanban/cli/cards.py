@@ -16,7 +16,13 @@ from kanban.cli.base import (
     open_kanban,
     require_skills,
 )
-from kanban.cli.params import CARD_ID, card_id_argument, complete_profiles
+from kanban.cli.params import (
+    CARD_ID,
+    CARD_POLICY_HELP,
+    card_id_argument,
+    complete_profiles,
+    dependency_policy_option,
+)
 from kanban.cli.triage import decomposer_option, dry_run_option
 from kanban.validation import MAX_ATTEMPTS_RANGE, TIMEOUT_RANGE
 
@@ -32,6 +38,7 @@ profile_option = click.option("--profile", shell_complete=complete_profiles, met
               help="Higher is claimed first.")
 @click.option("--depends-on", "depends_on", type=CARD_ID, multiple=True, metavar="ID",
               help="A card that must be done first (repeatable).")
+@dependency_policy_option(CARD_POLICY_HELP)
 @click.option("--profile", default="default", show_default=True, metavar="NAME",
               shell_complete=complete_profiles, help="The agent profile from config.toml.")
 @click.option("--max-attempts", type=int, default=3, show_default=True,
@@ -78,7 +85,7 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         key: str | None, at: str | None, within: str | None, skills: tuple[str, ...],
         workspace: str | None, toolsets: str | None, verify: str | None, reviewer: str | None,
         human: bool, max_reviews: int, triage: bool, decomposer: str | None, dry_run: bool,
-        as_json: bool) -> None:
+        as_json: bool, on_dependency_failure: str | None = None) -> None:
     """Add a card; it is ready at once unless a dependency is unfinished.
 
     TITLE is one line saying what the card is for. Prints the new card's id (with --key,
@@ -115,7 +122,8 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         profile=profile, depends_on=depends_on, max_attempts=max_attempts, timeout_s=timeout,
         key=key, run_at=scheduled_time(ctx, at, within, kanban.clock()), skills=skills,
         workspace=spec, toolsets=",".join(names) if names is not None else None,
-        review=gate or chosen.review, max_reviews=max_reviews)
+        review=gate or chosen.review, max_reviews=max_reviews,
+        on_dependency_failure=on_dependency_failure)
     if (decomposer is not None or dry_run) and not triage:
         raise click.UsageError("--decomposer and --dry-run go with --triage", ctx)
     if triage:
@@ -139,6 +147,8 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         output.note(f"#{card.id} already holds key {key!r} ({card.status}); nothing added")
     elif card.status == "scheduled":
         output.note(f"#{card.id} is scheduled for {output.when(card.run_after)}")
+    elif card.status == "blocked":  # a dependency is failed or cancelled
+        output.note(f"#{card.id} is blocked: {card.error}")
 
 
 def scheduled_time(ctx: click.Context, at: str | None, within: str | None,
@@ -163,11 +173,13 @@ def scheduled_time(ctx: click.Context, at: str | None, within: str | None,
 @click.option("--max-attempts", type=click.IntRange(*MAX_ATTEMPTS_RANGE),
               help="Attempts before the card fails.")
 @click.option("--timeout", type=click.FloatRange(*TIMEOUT_RANGE), help="Seconds a run may take.")
+@dependency_policy_option(CARD_POLICY_HELP)
 @json_option
 @click.pass_context
 def edit(ctx: click.Context, card_id: int, title: str | None, goal: str | None,
          context: str | None, priority: int | None, profile: str | None,
-         max_attempts: int | None, timeout: float | None, as_json: bool) -> None:
+         max_attempts: int | None, timeout: float | None, as_json: bool,
+         on_dependency_failure: str | None = None) -> None:
     """Change an unfinished card's title, goal, context, priority or limits.
 
     Only the options given change; the card's history records what changed. A running
@@ -176,10 +188,12 @@ def edit(ctx: click.Context, card_id: int, title: str | None, goal: str | None,
     from kanban.edits import CardEdit
 
     change = CardEdit(title=title, goal=goal, context=context, priority=priority,
-                      profile=profile, max_attempts=max_attempts, timeout_s=timeout)
+                      profile=profile, max_attempts=max_attempts, timeout_s=timeout,
+                      on_dependency_failure=on_dependency_failure)
     if not change.given():
         raise click.UsageError("nothing to change: give --title, --goal, --context, "
-                               "--priority, --profile, --max-attempts or --timeout", ctx)
+                               "--priority, --profile, --max-attempts, --timeout or "
+                               "--on-dependency-failure", ctx)
     kanban = open_kanban(ctx)
     if profile is not None:
         config_of(ctx).profile(profile)

@@ -57,7 +57,7 @@ COMMANDS: dict[str, Entry] = {
                     "Send a card in review back for another attempt, with feedback."),
     "deny": Entry("kanban.cli.work:deny",
                   "Deny the command a blocked card waits on; its next attempt is told so."),
-    "boards": Entry("kanban.cli.boards:boards", "List and create boards."),
+    "boards": Entry("kanban.cli.boards:boards", "List, create and configure boards."),
     "pause": Entry("kanban.cli.boards:pause", "Stop dispatchers from claiming cards; running "
                                               "cards go on."),
     "resume": Entry("kanban.cli.boards:resume", "Let dispatchers claim cards again."),

@@ -83,3 +83,15 @@ class SinceType(click.ParamType):
 
 
 SINCE = SinceType()
+
+
+def dependency_policy_option(help_text: str) -> Any:
+    """--on-dependency-failure block|cancel (kanban.dependency_failure)."""
+    from kanban.validation import DEPENDENCY_POLICIES
+
+    return click.option("--on-dependency-failure", "on_dependency_failure", default=None,
+                        type=click.Choice(DEPENDENCY_POLICIES), help=help_text)
+
+
+CARD_POLICY_HELP = ("When a dependency fails or is cancelled: block (wait, blocked, for its "
+                    "retry) or cancel (cancel this card too); default: the board's.")

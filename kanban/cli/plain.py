@@ -99,6 +99,7 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
                                            f"{a.sha256[:12]}", "dim")
                   for a in detail.attachments]
     lines += _related("depends on", detail.depends_on)
+    lines += _dependency_policy(detail)
     lines += _related("dependents", detail.dependents)
     if tree:
         lines += [heading("children"), f"#{c.id} {c.title}", *_tree(tree, "")]
@@ -175,6 +176,26 @@ def _related(label: str, cards: Sequence[CardRecord]) -> list[str]:
     if not cards:
         return []
     return [heading(label), *(f"  #{c.id} {status_word(c.status)} {c.title}" for c in cards)]
+
+
+_POLICY_MEANS = {
+    "block": "this card is blocked, naming it; retrying or completing it requeues this card",
+    "cancel": "this card is cancelled, naming it, and stays cancelled if it is retried "
+              "(`kanban retry {id}` requeues this card)",
+}
+
+
+def _dependency_policy(detail: CardDetail) -> list[str]:
+    """What happens to the card when a dependency fails (shown when it has one, or a policy
+    of its own)."""
+    c = detail.card
+    if not detail.depends_on and c.on_dependency_failure is None:
+        return []
+    policy = detail.on_dependency_failure
+    source = "this card's setting" if c.on_dependency_failure else "the board's default"
+    means = _POLICY_MEANS.get(policy, "").format(id=c.id)
+    return [paint(f"  if a dependency fails or is cancelled: {policy} ({source}): {means}",
+                  "dim")]
 
 
 def _tree(nodes: list[ChildNode], indent: str) -> Iterator[str]:

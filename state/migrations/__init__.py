@@ -68,6 +68,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "waiting", sql_file("0008_waiting")),
     Migration(9, "hot_paths", sql_file("0009_hot_paths")),
     Migration(10, "review", sql_file("0010_review")),
+    Migration(11, "dependency_failure", sql_file("0011_dependency_failure")),
 )
 LATEST = MIGRATIONS[-1].id
 

@@ -210,6 +210,17 @@ def test_controls_in_stored_text_are_spelled_out_on_pages(served: WebServer,
         assert "evil\\u202etxt.exe" in html, path
 
 
+def test_the_drawer_says_what_a_failed_dependency_does(served: WebServer, kb: Kanban) -> None:
+    dep = kb.add_card(NewCard("dependency"))
+    own = kb.add_card(NewCard("cancels", depends_on=[dep.id], on_dependency_failure="cancel"))
+    board = kb.add_card(NewCard("blocks", depends_on=[dep.id]))
+    client = served.client()
+    drawer = client.get(f"/cards/{own.id}?partial=1").text
+    assert "if one fails or is cancelled: cancel (this card&#39;s setting)" in drawer
+    assert "block (the board&#39;s default)" in client.get(f"/cards/{board.id}?partial=1").text
+    assert client.get(f"/api/cards/{own.id}").json()["on_dependency_failure"] == "cancel"
+
+
 # The JSON API is the CLI's --json
 
 

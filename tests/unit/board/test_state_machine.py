@@ -57,6 +57,7 @@ class ModelCard:
     lost_claims: list[Claim] = field(default_factory=list)
     completions: int = 0  # running → done: each closes a run as completed
     blocked_by: int | None = None  # the failed or cancelled dependency that blocked it
+    cancel_on_failure: bool = False  # on_dependency_failure = "cancel"
 
 
 class BoardMachine(RuleBasedStateMachine):
@@ -105,20 +106,38 @@ class BoardMachine(RuleBasedStateMachine):
         if to == S.DONE and card.status == S.RUNNING:
             card.completions += 1
         card.status, card.blocked_by = to, None
-        if to in (S.FAILED, S.CANCELLED):  # its waiting dependents are blocked, naming it
-            for other in self.cards.values():
-                if card.id in other.deps and other.status in (S.TODO, S.READY):
-                    other.status, other.blocked_by = S.BLOCKED, card.id
+        if to in (S.FAILED, S.CANCELLED):
+            self.dependency_ended(card)
         if to == S.DONE:
             for other in self.cards.values():
                 if card.id in other.deps and other.status == S.TODO and self.deps_done(other):
                     other.status, other.run_after = S.READY, self.clock()
+
+    def dependency_ended(self, card: ModelCard) -> None:
+        """Its waiting dependents are blocked naming it, or cancelled (and so on, by each
+        one's own policy)."""
+        ended = [card]
+        while ended:
+            gone = ended.pop(0)
+            for other in self.cards.values():
+                if gone.id in other.deps and other.status in (S.TODO, S.READY):
+                    if other.cancel_on_failure:
+                        other.status, other.blocked_by = S.CANCELLED, None
+                        ended.append(other)
+                    else:
+                        other.status, other.blocked_by = S.BLOCKED, gone.id
 
     def release(self, card: ModelCard) -> None:
         """Retried or done: dependents it had blocked wait for it again."""
         for other in self.cards.values():
             if other.blocked_by == card.id and other.status == S.BLOCKED:
                 other.status, other.blocked_by = S.TODO, None
+
+    def block_if_dependency_ended(self, card: ModelCard) -> None:
+        """Back in todo while a dependency is failed or cancelled: blocked, naming it."""
+        ended = sorted(d for d in card.deps if self.cards[d].status in (S.FAILED, S.CANCELLED))
+        if card.status == S.TODO and ended:
+            card.status, card.blocked_by = S.BLOCKED, ended[0]
 
     def try_action(self, action: Action, card: ModelCard, call: Callable[[], object]) -> bool:
         """Run `call`; it must fail exactly when the state machine forbids `action`."""
@@ -138,14 +157,18 @@ class BoardMachine(RuleBasedStateMachine):
             self.add(priority=0, dep_picks=[], max_attempts=1)
 
     @rule(priority=st.integers(0, 2), dep_picks=st.lists(picks, max_size=3),
-          max_attempts=st.integers(1, 2))
-    def add(self, priority: int, dep_picks: list[int], max_attempts: int) -> None:
+          max_attempts=st.integers(1, 2), cancel=st.booleans())
+    def add(self, priority: int, dep_picks: list[int], max_attempts: int,
+            cancel: bool = False) -> None:
         ids = sorted(self.cards)
         deps = {ids[n % len(ids)] for n in dep_picks} if ids else set()
         created = self.kb.add_card(NewCard("card", priority=priority, depends_on=sorted(deps),
-                                           max_attempts=max_attempts))
-        card = ModelCard(created.id, deps, priority, max_attempts, S.READY, self.clock())
+                                           max_attempts=max_attempts,
+                                           on_dependency_failure="cancel" if cancel else None))
+        card = ModelCard(created.id, deps, priority, max_attempts, S.READY, self.clock(),
+                         cancel_on_failure=cancel)
         card.status = S.READY if self.deps_done(card) else S.TODO
+        self.block_if_dependency_ended(card)
         self.cards[card.id] = card
         assert created.status == card.status
 
@@ -164,6 +187,8 @@ class BoardMachine(RuleBasedStateMachine):
         card.deps.add(dep.id)
         if is_new and card.status == S.READY and dep.status != S.DONE:
             card.status = S.TODO
+        if is_new and card.status == S.TODO and dep.status in (S.FAILED, S.CANCELLED):
+            card.status, card.blocked_by = S.BLOCKED, dep.id
 
     @rule()
     def claim(self) -> None:
@@ -241,6 +266,7 @@ class BoardMachine(RuleBasedStateMachine):
         if self.try_action(Action.UNBLOCK, card, lambda: self.kb.unblock(card.id, "go on")):
             self.leave(card, S.READY if self.deps_done(card) else S.TODO)
             card.run_after = self.clock()
+            self.block_if_dependency_ended(card)
 
     @rule(n=picks)
     def cancel(self, n: int) -> None:
@@ -259,6 +285,7 @@ class BoardMachine(RuleBasedStateMachine):
         self.leave(card, S.READY if self.deps_done(card) else S.TODO)
         if not was_done:
             self.release(card)
+        self.block_if_dependency_ended(card)
         card.run_after, card.retry_base = self.clock(), card.attempt
         if was_done:  # a redone dependency: its ready dependents wait for it again
             for other in self.cards.values():

@@ -41,7 +41,8 @@ def test_init_creates_project_db_in_cwd_and_is_idempotent(monkeypatch: pytest.Mo
     boards = runner.invoke(app, ["boards", "list", "--json"])
     assert boards.exit_code == 0, boards.stderr
     assert json.loads(boards.stdout) == {"boards": [{"name": "default", "paused": False,
-                                                     "cards": 0}]}
+                                                     "cards": 0,
+                                                     "on_dependency_failure": "block"}]}
 
 
 def test_init_honours_kanban_db(tmp_path: Path) -> None:
@@ -145,7 +146,8 @@ def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
     cli.ok("comment", "1", "looks [bold]fine[/]")
     detail = cli.json("show", "1")
     assert set(detail) == {"card", "depends_on", "dependents", "children", "comments", "runs",
-                           "events", "attachments", "approvals", "tree"}
+                           "events", "attachments", "approvals", "tree",
+                           "on_dependency_failure"}
     assert detail["approvals"] == [] and detail["card"]["workspace"] is None
     assert detail["tree"] == {"cards": 3, "turns": 0, "tokens": 0, "cost": 0.0}
     assert detail["card"]["id"] == 1
@@ -266,8 +268,8 @@ def test_boards_list_and_create(cli: Cli) -> None:
     assert cli.ok("boards", "create", "ops").stdout == "board 'ops' already exists\n"
     cli.add("a", "--board", "ops")
     assert cli.json("boards", "list") == {"boards": [
-        {"name": "default", "paused": False, "cards": 0},
-        {"name": "ops", "paused": False, "cards": 1}]}
+        {"name": "default", "paused": False, "cards": 0, "on_dependency_failure": "block"},
+        {"name": "ops", "paused": False, "cards": 1, "on_dependency_failure": "block"}]}
     assert "ops  1 card" in cli.ok("boards").stdout
 
 
