@@ -135,10 +135,12 @@ def list_boards(conn: Conn) -> list[dict[str, object]]:
 
 def boards_plan() -> Plan[list[dict[str, object]]]:
     """Every board with its card count and pause flag (`kanban boards --json`)."""
+    # Counted from card_count (kept by the card triggers), not by counting every card.
     rows = yield Query(
-        "SELECT b.name, b.paused, (SELECT count(*) FROM card c WHERE c.board = b.name "
-        "AND c.archived_at IS NULL) FROM board b ORDER BY b.name")
-    return [{"name": name, "paused": bool(paused), "cards": cards} for name, paused, cards in rows]
+        "SELECT b.name, b.paused, (SELECT coalesce(sum(n), 0) FROM card_count cc "
+        "WHERE cc.board = b.name) FROM board b ORDER BY b.name")
+    return [{"name": name, "paused": bool(paused), "cards": int(cards)}
+            for name, paused, cards in rows]
 
 
 _INSERT_CARD = """

@@ -199,28 +199,52 @@ def column_plan(board: str, status: str, *, limit: int = 50, after: str | None =
     cards come and go)."""
     status = str(CardStatus(status))
     limit = max(1, min(limit, MAX_PAGE))
-    where, params = filter_sql(CardFilter(board=board, statuses=[status], profile=profile,
-                                          text=text))
-    finished = status in TERMINAL
-    scheduled = status == CardStatus.SCHEDULED
-    if after is not None:
-        key, after_id = _parse_cursor(after, finished or scheduled)
-        if finished:
-            where.append("(c.updated_at < :key OR (c.updated_at = :key AND c.id < :after_id))")
-        elif scheduled:
-            where.append("(c.run_after > :key OR (c.run_after = :key AND c.id > :after_id))")
-        else:
-            where.append("(c.priority < :key OR (c.priority = :key AND c.id > :after_id))")
+    kind = ("finished" if status in TERMINAL else
+            "scheduled" if status == CardStatus.SCHEDULED else "open")
+    where, params = _column_where(board, status, profile=profile, text=text)
+    want = limit + 1  # one more tells whether there is a next page
+    if after is None:
+        rows = yield Query(_column_sql(where, kind), {**params, "limit": want})
+    else:
+        # The rest of the last card's key, then the keys after it: two index seeks. One
+        # query with an OR of both would walk the column from its start to the cursor.
+        key, after_id = _parse_cursor(after, kind != "open")
+        same_key, later_keys = _KEYSET[kind]
         params.update(key=key, after_id=after_id)
-    order = "c.updated_at DESC, c.id DESC" if finished else "c.priority DESC, c.id"
-    if scheduled:
-        order = "c.run_after, c.id"  # the next due first
-    params["limit"] = limit + 1  # one more tells whether there is a next page
-    rows = yield Query(f"{BOARD_CARD_SELECT} WHERE {' AND '.join(where)} ORDER BY {order} "
-                       "LIMIT :limit", params)
+        rows = yield Query(_column_sql([*where, same_key], kind), {**params, "limit": want})
+        if len(rows) < want:
+            rows += yield Query(_column_sql([*where, later_keys], kind),
+                                {**params, "limit": want - len(rows)})
     cards = [board_card(row) for row in rows[:limit]]
     more = len(rows) > limit
     return ColumnPage(board, status, cards, cards[-1].cursor() if more and cards else None)
+
+
+_ORDER = {"finished": "c.updated_at DESC, c.id DESC",
+          "scheduled": "c.run_after, c.id",  # the next due first
+          "open": "c.priority DESC, c.id"}
+# After a page that ended at (key, after_id): the same key's later ids, then later keys.
+_KEYSET = {"finished": ("c.updated_at = :key AND c.id < :after_id", "c.updated_at < :key"),
+           "scheduled": ("c.run_after = :key AND c.id > :after_id", "c.run_after > :key"),
+           "open": ("c.priority = :key AND c.id > :after_id", "c.priority < :key")}
+
+
+def _column_sql(where: list[str], kind: str) -> str:
+    return (f"{BOARD_CARD_SELECT} WHERE {' AND '.join(where)} ORDER BY {_ORDER[kind]} "
+            "LIMIT :limit")
+
+
+def _column_where(board: str, status: str, *, profile: str | None,
+                  text: str | None) -> tuple[list[str], dict[str, object]]:
+    """A column's WHERE terms. The state is a literal (a CardStatus value), so the partial
+    index of a state applies; scheduled cards are read from theirs (`ix_card_scheduled`,
+    in due order) with the board compared as an expression, which keeps the planner off
+    the board's column index: that one would sort every scheduled card for a page."""
+    where, params = filter_sql(CardFilter(board=board, profile=profile, text=text))
+    if status == CardStatus.SCHEDULED:
+        where = ["c.board || '' = :board" if term == "c.board = :board" else term
+                 for term in where]
+    return [*where, f"c.status = '{status}'"], params
 
 
 def _parse_cursor(text: str, by_time: bool) -> tuple[Any, int]:
