@@ -25,7 +25,7 @@ from kanban.control import DispatcherInfo, PauseState, live_dispatchers_plan, pa
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
 from kanban.state.plans import Plan, Query, in_list, run_plan
-from kanban.state.rows import as_set_time, as_time, row_dict
+from kanban.state.rows import as_set_time, as_time, is_time_column
 from kanban.state.store import Conn
 from kanban.states import TERMINAL, CardStatus
 
@@ -87,9 +87,15 @@ _FIELDS = ("id", "title", "priority", "status", "profile", "created_by", "create
            "updated_at", "attempt", "heartbeat_at", "progress", "activity", "run_after")
 
 
+# Which fields are times, worked out once: a board page shapes a few hundred rows.
+_TIMES = tuple(is_time_column(name) for name in _FIELDS)
+
+
 def board_card(row: Sequence[Any]) -> BoardCard:
     """A BoardCard from a row of BOARD_CARD_SELECT."""
-    return BoardCard(**row_dict(_FIELDS, row[:len(_FIELDS)]))
+    fields: dict[str, Any] = {name: as_time(value) if time else value
+                              for name, time, value in zip(_FIELDS, _TIMES, row, strict=False)}
+    return BoardCard(**fields)
 
 
 @dataclass(frozen=True)
