@@ -159,10 +159,11 @@ def list_boards(conn: Conn) -> list[dict[str, object]]:
 def boards_plan() -> Plan[list[dict[str, object]]]:
     """Every board with its card count, pause flag and dependency-failure policy
     (`kanban boards --json`)."""
+    # Counted from card_count (kept by the card triggers), not by counting every card.
     rows = yield Query(
-        "SELECT b.name, b.paused, (SELECT count(*) FROM card c WHERE c.board = b.name "
-        "AND c.archived_at IS NULL), b.on_dependency_failure FROM board b ORDER BY b.name")
-    return [{"name": name, "paused": bool(paused), "cards": cards,
+        "SELECT b.name, b.paused, (SELECT coalesce(sum(n), 0) FROM card_count cc "
+        "WHERE cc.board = b.name), b.on_dependency_failure FROM board b ORDER BY b.name")
+    return [{"name": name, "paused": bool(paused), "cards": int(cards),
              "on_dependency_failure": policy} for name, paused, cards, policy in rows]
 
 

@@ -25,7 +25,7 @@ from kanban.control import DispatcherInfo, PauseState, live_dispatchers_plan, pa
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
 from kanban.state.plans import Plan, Query, in_list, run_plan
-from kanban.state.rows import as_set_time, as_time, row_dict
+from kanban.state.rows import as_set_time, as_time, is_time_column
 from kanban.state.store import Conn
 from kanban.states import TERMINAL, CardStatus
 
@@ -87,9 +87,15 @@ _FIELDS = ("id", "title", "priority", "status", "profile", "created_by", "create
            "updated_at", "attempt", "heartbeat_at", "progress", "activity", "run_after")
 
 
+# Which fields are times, worked out once: a board page shapes a few hundred rows.
+_TIMES = tuple(is_time_column(name) for name in _FIELDS)
+
+
 def board_card(row: Sequence[Any]) -> BoardCard:
     """A BoardCard from a row of BOARD_CARD_SELECT."""
-    return BoardCard(**row_dict(_FIELDS, row[:len(_FIELDS)]))
+    fields: dict[str, Any] = {name: as_time(value) if time else value
+                              for name, time, value in zip(_FIELDS, _TIMES, row, strict=False)}
+    return BoardCard(**fields)
 
 
 @dataclass(frozen=True)
@@ -199,28 +205,52 @@ def column_plan(board: str, status: str, *, limit: int = 50, after: str | None =
     cards come and go)."""
     status = str(CardStatus(status))
     limit = max(1, min(limit, MAX_PAGE))
-    where, params = filter_sql(CardFilter(board=board, statuses=[status], profile=profile,
-                                          text=text))
-    finished = status in TERMINAL
-    scheduled = status == CardStatus.SCHEDULED
-    if after is not None:
-        key, after_id = _parse_cursor(after, finished or scheduled)
-        if finished:
-            where.append("(c.updated_at < :key OR (c.updated_at = :key AND c.id < :after_id))")
-        elif scheduled:
-            where.append("(c.run_after > :key OR (c.run_after = :key AND c.id > :after_id))")
-        else:
-            where.append("(c.priority < :key OR (c.priority = :key AND c.id > :after_id))")
+    kind = ("finished" if status in TERMINAL else
+            "scheduled" if status == CardStatus.SCHEDULED else "open")
+    where, params = _column_where(board, status, profile=profile, text=text)
+    want = limit + 1  # one more tells whether there is a next page
+    if after is None:
+        rows = yield Query(_column_sql(where, kind), {**params, "limit": want})
+    else:
+        # The rest of the last card's key, then the keys after it: two index seeks. One
+        # query with an OR of both would walk the column from its start to the cursor.
+        key, after_id = _parse_cursor(after, kind != "open")
+        same_key, later_keys = _KEYSET[kind]
         params.update(key=key, after_id=after_id)
-    order = "c.updated_at DESC, c.id DESC" if finished else "c.priority DESC, c.id"
-    if scheduled:
-        order = "c.run_after, c.id"  # the next due first
-    params["limit"] = limit + 1  # one more tells whether there is a next page
-    rows = yield Query(f"{BOARD_CARD_SELECT} WHERE {' AND '.join(where)} ORDER BY {order} "
-                       "LIMIT :limit", params)
+        rows = yield Query(_column_sql([*where, same_key], kind), {**params, "limit": want})
+        if len(rows) < want:
+            rows += yield Query(_column_sql([*where, later_keys], kind),
+                                {**params, "limit": want - len(rows)})
     cards = [board_card(row) for row in rows[:limit]]
     more = len(rows) > limit
     return ColumnPage(board, status, cards, cards[-1].cursor() if more and cards else None)
+
+
+_ORDER = {"finished": "c.updated_at DESC, c.id DESC",
+          "scheduled": "c.run_after, c.id",  # the next due first
+          "open": "c.priority DESC, c.id"}
+# After a page that ended at (key, after_id): the same key's later ids, then later keys.
+_KEYSET = {"finished": ("c.updated_at = :key AND c.id < :after_id", "c.updated_at < :key"),
+           "scheduled": ("c.run_after = :key AND c.id > :after_id", "c.run_after > :key"),
+           "open": ("c.priority = :key AND c.id > :after_id", "c.priority < :key")}
+
+
+def _column_sql(where: list[str], kind: str) -> str:
+    return (f"{BOARD_CARD_SELECT} WHERE {' AND '.join(where)} ORDER BY {_ORDER[kind]} "
+            "LIMIT :limit")
+
+
+def _column_where(board: str, status: str, *, profile: str | None,
+                  text: str | None) -> tuple[list[str], dict[str, object]]:
+    """A column's WHERE terms. The state is a literal (a CardStatus value), so the partial
+    index of a state applies; scheduled cards are read from theirs (`ix_card_scheduled`,
+    in due order) with the board compared as an expression, which keeps the planner off
+    the board's column index: that one would sort every scheduled card for a page."""
+    where, params = filter_sql(CardFilter(board=board, profile=profile, text=text))
+    if status == CardStatus.SCHEDULED:
+        where = ["c.board || '' = :board" if term == "c.board = :board" else term
+                 for term in where]
+    return [*where, f"c.status = '{status}'"], params
 
 
 def _parse_cursor(text: str, by_time: bool) -> tuple[Any, int]:
@@ -341,9 +371,20 @@ def card_page_plan(flt: CardFilter, limit: int) -> Plan[CardPage]:
                        {**params, "limit": limit})
     cards = [card_from_row(row) for row in rows]
     total = len(cards)
-    if total == limit:
+    if total == limit and _counted(flt):
+        counts = yield from status_counts_plan(flt.board)
+        wanted = {str(CardStatus(s)) for s in flt.statuses} or set(counts)
+        total = sum(n for status, n in counts.items() if status in wanted)
+    elif total == limit:
         total = int((yield Query(f"SELECT count(*) FROM card{where}", params)).scalar())
     return CardPage(cards, total)
+
+
+def _counted(flt: CardFilter) -> bool:
+    """Whether card_count (a board's unarchived cards per state) answers the filter's total
+    without counting every matching card."""
+    return (flt.board is not None and not flt.include_archived and not flt.profile
+            and not (flt.text and flt.text.strip()) and flt.since is None and flt.before is None)
 
 
 def iter_cards(conn: Conn, flt: CardFilter, batch: int = 500) -> Iterator[CardRecord]:

@@ -1,4 +1,6 @@
-"""When a scheduled card falls due: `--at TIME` and `--in DURATION` as aware UTC times."""
+"""Times as people write and read them: when a scheduled card falls due (`--at TIME`,
+`--in DURATION`, as aware UTC times), and how long ago or until (`3m`, `in 2h`), the units
+the terminal board and the web board both show."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ _UNIT_SECONDS = {
 _PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 MAX_AHEAD = timedelta(days=3660)  # ten years: anything later is a typo
+_SPANS = (("d", 86_400), ("h", 3_600), ("m", 60))  # the units shown, largest first
 
 
 def parse_duration(text: str) -> timedelta:
@@ -75,3 +78,25 @@ def _bounded(span: timedelta, text: str) -> timedelta:
     if span > MAX_AHEAD:
         raise ValidationError(f"{text!r} is more than ten years away")
     return span
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """A compact age: 12s, 3m, 2h, 5d (`-` for never)."""
+    if since is None:
+        return "-"
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in _SPANS:
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def until(at: datetime, now: datetime) -> str:
+    """How long until a time, to the nearest unit (`in 2h`), or `due` once it has passed."""
+    seconds = (at - now).total_seconds()
+    if seconds <= 0:
+        return "due"
+    for unit, size in _SPANS:
+        if seconds >= size:
+            return f"in {round(seconds / size)}{unit}"
+    return f"in {max(1, round(seconds))}s"

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from kanban.activity import describe as describe_activity
-from kanban.cli.output import age, one_line, paint, plural, until
+from kanban.cli.output import one_line, paint, plural
 from kanban.cli.plain import status_word
 from kanban.queries import BOARD_ORDER, BoardCard, BoardSnapshot
 from kanban.state.timeutil import utcnow
+from kanban.when import age, until
 
 FINISHED = frozenset({"done", "failed", "cancelled"})
 

@@ -126,9 +126,7 @@ def pause(ctx: click.Context) -> None:
 
     Globally, or with --board for one board.
     """
-    name = board_filter(ctx)
-    open_kanban(ctx).set_paused(True, board=name)
-    output.out(f"spawning paused {'on board ' + repr(name) if name else 'globally'}")
+    _set_paused(ctx, True)
 
 
 @command()
@@ -138,6 +136,12 @@ def resume(ctx: click.Context) -> None:
 
     Globally, or with --board for one board.
     """
+    _set_paused(ctx, False)
+
+
+def _set_paused(ctx: click.Context, paused: bool) -> None:
+    """`pause` and `resume`: globally, or on the --board given."""
     name = board_filter(ctx)
-    open_kanban(ctx).set_paused(False, board=name)
-    output.out(f"spawning resumed {'on board ' + repr(name) if name else 'globally'}")
+    open_kanban(ctx).set_paused(paused, board=name)
+    scope = f"on board {name!r}" if name else "globally"
+    output.out(f"spawning {'paused' if paused else 'resumed'} {scope}")

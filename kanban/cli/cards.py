@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,6 +26,10 @@ from kanban.cli.params import (
 )
 from kanban.cli.triage import decomposer_option, dry_run_option
 from kanban.validation import MAX_ATTEMPTS_RANGE, TIMEOUT_RANGE
+
+if TYPE_CHECKING:
+    from kanban.cards import Added
+    from kanban.state.config import Config, Profile
 
 profile_option = click.option("--profile", shell_complete=complete_profiles, metavar="NAME",
                               help="The agent profile from config.toml.")
@@ -94,26 +99,13 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
     worker's result before the card counts as done. With --triage a decomposer agent
     splits the card into child cards (see `kanban triage`).
     """
-    from pathlib import Path
-
     from kanban.cards import NewCard
     from kanban.review import gate_spec
-    from kanban.toolsets import check, parse_list
-    from kanban.workspaces import normalise_spec
 
     kanban = open_kanban(ctx)
     config = config_of(ctx)
-    chosen = config.profile(profile)  # an unknown profile fails now, not at dispatch
-    require_skills(ctx, [*chosen.skills, *skills])  # so does an unknown skill
-    check(chosen.toolsets, config, f"profile {profile!r}")  # and an unknown toolset
-    names = parse_list(toolsets)
-    if names is not None:
-        check(names, config, "--toolsets")
-    if workspace is not None:
-        spec = normalise_spec(workspace, base=Path.cwd(), has_parent=False)
-    else:  # a relative dir: in config.toml starts at its folder
-        home = config.path.parent if config.path else Path.cwd()
-        spec = normalise_spec(chosen.workspace, base=home, has_parent=False)
+    chosen, names = _checked_choices(ctx, config, profile, skills, toolsets)
+    spec = _workspace_spec(config, chosen, workspace)
     gate = gate_spec(verify=verify, reviewer=reviewer, human=human)
     if reviewer is not None:
         config.profile(reviewer)  # an unknown reviewer profile fails now, not after the work
@@ -126,18 +118,51 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         on_dependency_failure=on_dependency_failure)
     if (decomposer is not None or dry_run) and not triage:
         raise click.UsageError("--decomposer and --dry-run go with --triage", ctx)
-    if triage:
-        from kanban.cli.triage import print_proposal
-        from kanban.triage import catalogue, decomposer_profile
+    if not triage:
+        _print_added(kanban.add(new), key, as_json)
+        return
+    from kanban.cli.triage import print_proposal
+    from kanban.triage import catalogue, decomposer_profile
 
-        name = decomposer_profile(config, decomposer)
-        if dry_run:
-            new.validated()
-            print_proposal(config, name, title, goal, context, as_json)
-            return
-        added = kanban.triage_new(new, decomposer=name, catalog=catalogue(config))
-    else:
-        added = kanban.add(new)
+    name = decomposer_profile(config, decomposer)
+    if dry_run:
+        new.validated()
+        print_proposal(config, name, title, goal, context, as_json)
+        return
+    _print_added(kanban.triage_new(new, decomposer=name, catalog=catalogue(config)), key,
+                 as_json)
+
+
+def _checked_choices(ctx: click.Context, config: Config, profile: str,
+                     skills: tuple[str, ...], toolsets: str | None
+                     ) -> tuple[Profile, tuple[str, ...] | None]:
+    """The card's profile and its --toolsets, refused now if config.toml lacks any of them
+    (or a skill), not when a dispatcher picks the card up."""
+    from kanban.toolsets import check, parse_list
+
+    chosen = config.profile(profile)
+    require_skills(ctx, [*chosen.skills, *skills])
+    check(chosen.toolsets, config, f"profile {profile!r}")
+    names = parse_list(toolsets)
+    if names is not None:
+        check(names, config, "--toolsets")
+    return chosen, names
+
+
+def _workspace_spec(config: Config, chosen: Profile, workspace: str | None) -> str | None:
+    """--workspace against the current directory, else the profile's against config.toml's
+    folder (a relative dir in config.toml starts there)."""
+    from pathlib import Path
+
+    from kanban.workspaces import normalise_spec
+
+    if workspace is not None:
+        return normalise_spec(workspace, base=Path.cwd(), has_parent=False)
+    home = config.path.parent if config.path else Path.cwd()
+    return normalise_spec(chosen.workspace, base=home, has_parent=False)
+
+
+def _print_added(added: Added, key: str | None, as_json: bool) -> None:
     card = added.card
     if as_json:
         output.print_json({**card.to_json(), "created": added.created})

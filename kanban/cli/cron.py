@@ -45,8 +45,23 @@ Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def job_settings(*, editing: bool) -> Decorator:
-    """The options `add` and `edit` share (None: not given)."""
-    options = [
+    """The options `add` and `edit` share (None: not given); `edit` also takes a new
+    --schedule and --clear."""
+    options = [*_card_options(), *_firing_options(), *_gate_options()]
+    if editing:
+        options += _editing_options()
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def _card_options() -> list[Decorator]:
+    """What each card is: its work, its agent and its limits."""
+    return [
         click.option("--goal", help="What each card's agent is to do."),
         click.option("--script", metavar="CMD",
                      help="A shell command each card runs instead of an agent (no model); "
@@ -74,6 +89,12 @@ def job_settings(*, editing: bool) -> Decorator:
                      help="Where each card works: scratch (default), worktree or dir:/PATH."),
         click.option("--priority", type=int,
                      help="Priority of each card (higher is claimed first; default 0)."),
+    ]
+
+
+def _firing_options() -> list[Decorator]:
+    """Where each result goes, and how fires fall in time."""
+    return [
         click.option("--deliver", multiple=True, metavar="TARGET",
                      help="Send each result to file:PATH, webhook:URL, cmd:COMMAND or "
                           "board:CARD (repeatable)."),
@@ -92,6 +113,12 @@ def job_settings(*, editing: bool) -> Decorator:
         click.option("--jitter", metavar="DURATION",
                      help="Delay each fire by a random amount up to this, e.g. 30s (default: "
                           "none)."),
+    ]
+
+
+def _gate_options() -> list[Decorator]:
+    """What checks each card's result, and the skills its worker gets."""
+    return [
         click.option("--review", metavar="GATE",
                      help="Each card's review gate: verify:COMMAND, reviewer:PROFILE or human "
                           "(see `kanban add --verify`)."),
@@ -99,20 +126,16 @@ def job_settings(*, editing: bool) -> Decorator:
                      help="A skill each card's worker gets (repeatable; see `kanban "
                           "skills`)."),
     ]
-    if editing:
-        options.append(click.option(
-            "--schedule", "-s", metavar="SPEC",
-            help="A new schedule (the next fire is recomputed from now)."))
-        options.append(click.option(
-            "--clear", multiple=True, metavar="SETTING",
-            help=f"Reset a setting to its default (repeatable): {', '.join(CLEARABLE)}."))
 
-    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(options):
-            function = option(function)
-        return function
 
-    return decorate
+def _editing_options() -> list[Decorator]:
+    return [
+        click.option("--schedule", "-s", metavar="SPEC",
+                     help="A new schedule (the next fire is recomputed from now)."),
+        click.option("--clear", multiple=True, metavar="SETTING",
+                     help="Reset a setting to its default (repeatable): "
+                          f"{', '.join(CLEARABLE)}."),
+    ]
 
 
 def _jobs(ctx: click.Context, *, checked: bool = False) -> CronJobs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from kanban.children import ChildStatus
     from kanban.service import Kanban
     from kanban.state.config import Config
+    from kanban.state.paths import DbLocation
 
 
 @command()
@@ -89,16 +90,7 @@ def run(ctx: click.Context, goal: str | None, model: str | None, context: str,
     continues it from its stored conversation. With --swarm, the goal goes to a swarm and
     its synthesizer's result is the answer.
     """
-    from kanban.agent.model import resolve_model
-    from kanban.dispatcher.embedded import dispatcher_for
-    from kanban.skills import load_catalog
-    from kanban.worker.lead import add_lead, lead_model, run_lead, start_lead
-
-    chosen = [flag for flag, given in (("GOAL", goal is not None), ("--attach", attach_id),
-                                       ("--resume", resume_id)) if given]
-    if len(chosen) != 1:
-        raise click.UsageError("give a GOAL, or --attach ID, or --resume ID" if not chosen
-                               else f"{' and '.join(chosen)} cannot be used together")
+    _check_one_mode(goal, attach_id, resume_id)
     if attach_id is not None or resume_id is not None:
         if detach or as_swarm:
             raise click.UsageError("--detach and --swarm need a GOAL")
@@ -117,31 +109,81 @@ def run(ctx: click.Context, goal: str | None, model: str | None, context: str,
     location = location_of(ctx)
     config = with_limits(config_of(ctx), max_children_per_call=max_children,
                          max_concurrent_children=max_concurrent, child_timeout_s=child_timeout)
-    spec = lead_model(config, os.environ, model)
-    resolve_model(spec, env=os.environ)  # refuse a bad model or a missing key now
+    spec = _usable_model(config, model)
+    lead = _Lead(goal, context, board, spec)
     if detach:
-        card_id = add_lead(kb, goal=goal, context=context, board=board, model=spec)
-        output.out(str(card_id))
-        if not quiet:
-            output.note(f"lead #{card_id} added to board {board!r}; follow it with "
-                        f"`kanban run --attach {card_id}`")
+        _detach(kb, lead, quiet=quiet)
         return
-    claim = start_lead(kb, goal=goal, context=context, board=board, model=spec,
-                       lease_s=config.limits.lease_s)
+    _lead_here(kb, location, config, lead, as_json=as_json, quiet=quiet)
+
+
+def _check_one_mode(goal: str | None, attach_id: int | None, resume_id: int | None) -> None:
+    """Exactly one of GOAL, --attach and --resume."""
+    chosen = [flag for flag, given in (("GOAL", goal is not None), ("--attach", attach_id),
+                                       ("--resume", resume_id)) if given]
+    if len(chosen) != 1:
+        raise click.UsageError("give a GOAL, or --attach ID, or --resume ID" if not chosen
+                               else f"{' and '.join(chosen)} cannot be used together")
+
+
+def _usable_model(config: Config, model: str | None) -> str:
+    """The lead's model spec, refused now (before anything is stored) if it is unknown or
+    its API key is missing."""
+    from kanban.agent.model import resolve_model
+    from kanban.worker.lead import lead_model
+
+    spec = lead_model(config, os.environ, model)
+    resolve_model(spec, env=os.environ)
+    return spec
+
+
+@dataclass(frozen=True)
+class _Lead:
+    """What the lead card is given."""
+
+    goal: str
+    context: str
+    board: str
+    model: str
+
+
+def _detach(kb: Kanban, lead: _Lead, *, quiet: bool) -> None:
+    """--detach: the lead as a card for the board's dispatchers; its id on stdout."""
+    from kanban.worker.lead import add_lead
+
+    card_id = add_lead(kb, goal=lead.goal, context=lead.context, board=lead.board,
+                       model=lead.model)
+    output.out(str(card_id))
+    if not quiet:
+        output.note(f"lead #{card_id} added to board {lead.board!r}; follow it with "
+                    f"`kanban run --attach {card_id}`")
+
+
+def _lead_here(kb: Kanban, location: DbLocation, config: Config, lead: _Lead, *,
+               as_json: bool, quiet: bool) -> None:
+    """Claim the lead card and run it in this process (a dispatcher alongside unless one
+    serves the board), then print the answer."""
+    from kanban.dispatcher.embedded import dispatcher_for
+    from kanban.skills import load_catalog
+    from kanban.worker.lead import run_lead, start_lead
+
+    claim = start_lead(kb, goal=lead.goal, context=lead.context, board=lead.board,
+                       model=lead.model, lease_s=config.limits.lease_s)
     chatty = not quiet  # notes go to stderr, so --json keeps them
     if chatty:
-        output.note(f"lead #{claim.card_id} on board {board!r} with {spec}")
+        output.note(f"lead #{claim.card_id} on board {lead.board!r} with {lead.model}")
     try:
-        with dispatcher_for(kb, location, board) as embedded, _Progress(chatty) as progress:
+        with (dispatcher_for(kb, location, lead.board) as embedded,
+              _Progress(chatty) as progress):
             if embedded is None and chatty:
                 output.note("using the running dispatcher")
-            result = run_lead(kb, claim, config=config, model_spec=spec,
+            result = run_lead(kb, claim, config=config, model_spec=lead.model,
                               on_progress=progress.update, skills=load_catalog(location.home))
     except KeyboardInterrupt:
         output.note(f"interrupted: lead #{claim.card_id} can go on with "
                     f"`kanban run --resume {claim.card_id}`")
         raise
-    _report(kb, result, spec, board, as_json=as_json, chatty=chatty)
+    _report(kb, result, lead.model, lead.board, as_json=as_json, chatty=chatty)
 
 
 def _follow(ctx: click.Context, card_id: int, *, start: bool, as_json: bool,

@@ -101,28 +101,6 @@ def when(at: datetime | None) -> str:
     return f"{local.strftime('%Y-%m-%d %H:%M:%S')} {offset[:3]}:{offset[3:]}"
 
 
-def age(since: datetime | None, now: datetime) -> str:
-    """A compact age: 12s, 3m, 2h, 5d."""
-    if since is None:
-        return "-"
-    seconds = max(0, int((now - since).total_seconds()))
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def until(when_: datetime, now: datetime) -> str:
-    """How long until a time, to the nearest unit (`in 2h`), or `due` once it has passed."""
-    seconds = (when_ - now).total_seconds()
-    if seconds <= 0:
-        return "due"
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"in {round(seconds / size)}{unit}"
-    return f"in {max(1, round(seconds))}s"
-
-
 def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 

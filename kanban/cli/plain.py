@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from kanban.activity import describe as describe_activity
 from kanban.activity import money
-from kanban.cli.output import age, one_line, paint, plural, until, when
+from kanban.cli.output import one_line, paint, plural, when
 from kanban.state.timeutil import utcnow
+from kanban.when import age, until
 
 if TYPE_CHECKING:
     from kanban.approvals import ApprovalRecord

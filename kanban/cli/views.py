@@ -13,11 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from kanban.activity import describe as describe_activity
-from kanban.cli.output import age, is_terminal, until
+from kanban.cli.output import is_terminal
 from kanban.cli.plain import STATUS_STYLE
 from kanban.queries import BoardCard, BoardSnapshot
 from kanban.state.timeutil import utcnow
 from kanban.textsafety import visible
+from kanban.when import age, until
 
 MAIN_COLUMNS = ("todo", "ready", "running", "blocked", "done")
 EXTRA_COLUMNS = ("waiting", "scheduled", "failed", "cancelled")  # shown when not empty

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +13,11 @@ from kanban.activity import describe, money
 from kanban.queries import BoardCard
 from kanban.states import TERMINAL
 from kanban.textsafety import visible
+from kanban.when import age
 
 HERE = Path(__file__).resolve().parent
 TEXT_SHOWN = 4_000  # characters of one message or section shown before "… more"
 MESSAGES_SHOWN = 300  # per run, in the drawer
-
-
-def age(since: datetime | None, now: datetime) -> str:
-    """A compact age: 12s, 3m, 2h, 5d (the terminal board's units)."""
-    if since is None:
-        return "-"
-    seconds = max(0, int((now - since).total_seconds()))
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def clip(text: str | None, limit: int = TEXT_SHOWN) -> tuple[str, int]:

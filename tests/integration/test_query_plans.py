@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kanban import claims, control, gc
+from kanban import approvals, claims, control, gc
 from kanban.cards import NewCard, card_detail_plan
 from kanban.changes import changes_plan
 from kanban.cron.firing import fire_due_jobs
@@ -96,9 +96,15 @@ def hot_operations(kb: Kanban, clock: FakeClock) -> None:
     second = kb.claim(2, lease_s=30, dispatcher_id=dispatcher, host="here")
     with db.write() as conn:
         claims.record_exit(conn, second[0].run_id, 0)
+        # its worker asks to run a command: the board lists the pending approval
+        approvals.request(conn, second[0].card_id, "rm -rf build", "rm", now=clock.now,
+                          run_id=second[0].run_id,
+                          actor=Actor(f"card:#{second[0].card_id}", second[0].claim_token))
+    kb.add_card(NewCard("tomorrow", run_at=clock.now + timedelta(days=1)))  # scheduled column
     gc.collect(db, Path("/nonexistent"), older_than=timedelta(days=90), now=clock.now)
     with db.read() as conn:
         snapshot = run_plan(conn, board_snapshot_plan(DEFAULT_BOARD, now=clock.now))
+        assert snapshot.approvals and snapshot.columns["scheduled"]
         done = run_plan(conn, column_plan(DEFAULT_BOARD, "done", limit=20))
         if done.next:
             run_plan(conn, column_plan(DEFAULT_BOARD, "done", limit=20, after=done.next))

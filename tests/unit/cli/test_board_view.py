@@ -10,11 +10,12 @@ from rich.console import Console
 
 from kanban import control, transitions
 from kanban.cards import NewCard
-from kanban.cli.views import age, render_board
+from kanban.cli.views import render_board
 from kanban.cli.watch import watch
 from kanban.service import Kanban
 from kanban.state.db import open_database
 from kanban.state.paths import DbLocation
+from kanban.when import age
 
 LONG = "Refactor the ingestion pipeline so that every stage reports progress " \
        "and retries transient failures with jittered backoff"

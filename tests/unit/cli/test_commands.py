@@ -111,6 +111,10 @@ def test_list_filters_and_json(cli: Cli) -> None:
         == [3, 2]
     page = cli.json("list", "--limit", "1")
     assert ([c["id"] for c in page["cards"]], page["total"], page["more"]) == ([3], 2, 1)
+    # totals from the kept counts: the archived done card is not counted, other states not
+    page = cli.json("list", "--limit", "1", "-s", "blocked", "-s", "done")
+    assert ([c["id"] for c in page["cards"]], page["total"], page["more"]) == ([2], 1, 0)
+    assert cli.json("list", "--limit", "1", "--archived")["total"] == 3
     cards = cli.json("list")["cards"]
     assert cards[0].keys() >= CARD_KEYS
     table = cli.ok("list").stdout

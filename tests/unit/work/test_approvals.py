@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from kanban import approvals
 from kanban.cards import NewCard
+from kanban.claims import ClaimFilter
 from kanban.errors import InvalidTransition
 from kanban.service import Kanban
 from kanban.tools.scope import WorkerScope
 from kanban.tools.workbench import Workbench
+from kanban.transitions import Actor
 from tests.unit.work.conftest import call
 
 COMMAND = "echo ran > proof.txt; git push --force"
@@ -108,3 +111,34 @@ def test_approve_needs_a_pending_approval(kb: Kanban) -> None:
         kb.approve(card_id)
     with pytest.raises(InvalidTransition, match="has no pending approval"):
         kb.deny(card_id, reason="x")
+
+
+def ask(kb: Kanban, card_id: int, command: str) -> None:
+    """The claimed card's worker asks to run `command` (its card is then blocked)."""
+    (claim,) = kb.claim(1, lease_s=30, flt=ClaimFilter(board=kb.card(card_id).board))
+    assert claim.card_id == card_id
+    with kb.db.write() as conn:
+        approvals.request(conn, card_id, command, "a pattern", run_id=claim.run_id,
+                          actor=Actor(f"card:#{card_id}", claim.claim_token), now=kb.clock())
+
+
+def test_the_board_lists_pending_approvals_of_its_blocked_cards_oldest_first(kb: Kanban) -> None:
+    kb.create_board("other")
+    first = kb.add_card(NewCard(title="first")).id
+    second = kb.add_card(NewCard(title="second", priority=1)).id
+    ask(kb, second, "asked first")  # the later card asks first: oldest request first
+    ask(kb, first, "asked second")
+    unblocked = kb.add_card(NewCard(title="unblocked")).id
+    ask(kb, unblocked, "stale")
+    kb.unblock(unblocked, "done by hand")  # no longer waits on its request
+    decided = kb.add_card(NewCard(title="decided", priority=1)).id
+    ask(kb, decided, "decided")
+    elsewhere = kb.add_card(NewCard(title="elsewhere", board="other")).id
+    kb.approve(decided)
+    ask(kb, elsewhere, "other board")
+    with kb.db.read() as conn:
+        pending = approvals.pending_on_board(conn, "default")
+    assert [(a.card_id, a.command) for a in pending] == [(second, "asked first"),
+                                                          (first, "asked second")]
+    assert kb.board_snapshot("default").approvals == {second: ["asked first"],
+                                                      first: ["asked second"]}
