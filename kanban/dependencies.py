@@ -238,7 +238,7 @@ def ended_dependency(conn: Conn, card_id: int) -> tuple[int, str] | None:
     """A failed or cancelled dependency of `card_id` (the lowest id) and its status, if any."""
     row = conn.one("SELECT b.id, b.status FROM dependency d JOIN card b ON b.id = "
                    "d.depends_on_id WHERE d.card_id = :id AND b.status IN ('failed', "
-                   "'cancelled') ORDER BY b.id LIMIT 1", {"id": card_id})
+                   "'cancelled') ORDER BY d.depends_on_id LIMIT 1", {"id": card_id})
     return (int(row[0]), str(row[1])) if row is not None else None
 
 

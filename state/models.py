@@ -87,6 +87,7 @@ class Card(SQLModel, table=True):
               **_where("key IS NOT NULL AND status NOT IN ('done', 'failed', 'cancelled')")),
         # Scheduled cards in the order they fall due.
         Index("ix_card_scheduled", "run_after", **_where("status = 'scheduled'")),
+        Index("ix_card_board_live", "board", "id", **_where("archived_at IS NULL")),
         Index("ix_card_search", text(f"({_CARD_TSVECTOR})"), postgresql_using="gin"
               ).ddl_if(dialect="postgresql"),
     )

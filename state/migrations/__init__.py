@@ -69,6 +69,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "hot_paths", sql_file("0009_hot_paths")),
     Migration(10, "review", sql_file("0010_review")),
     Migration(11, "dependency_failure", sql_file("0011_dependency_failure")),
+    Migration(12, "list_index", sql_file("0012_list_index")),
 )
 LATEST = MIGRATIONS[-1].id
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from kanban import approvals, claims, control, gc
-from kanban.cards import NewCard, card_detail_plan
+from kanban.cards import CardFilter, NewCard, card_detail_plan
 from kanban.changes import changes_plan
 from kanban.cron.firing import fire_due_jobs
-from kanban.queries import board_snapshot_plan, column_plan
+from kanban.queries import board_snapshot_plan, card_page_plan, column_plan
 from kanban.readmodels import transcript_plan
 from kanban.service import Kanban
 from kanban.state.plans import run_plan
@@ -109,6 +109,7 @@ def hot_operations(kb: Kanban, clock: FakeClock) -> None:
         if done.next:
             run_plan(conn, column_plan(DEFAULT_BOARD, "done", limit=20, after=done.next))
         run_plan(conn, card_detail_plan(claim.card_id))
+        run_plan(conn, card_page_plan(CardFilter(board=DEFAULT_BOARD), 50))  # kanban list
         run_plan(conn, transcript_plan(claim.card_id))
         run_plan(conn, changes_plan(snapshot.cursor - 5, now=clock.now))
 
