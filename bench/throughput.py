@@ -75,7 +75,9 @@ def serial_in_process(path: str, n: int) -> float:
     from kanban.state import DbLocation, open_database
     from kanban.state.config import load_config
     from kanban.worker.main import WorkerEnv, run_card
+    from kanban.worker.sandboxing import probe_host
 
+    probe_host()  # once per process, as the forkserver does for its workers
     location = DbLocation(path, "flag")
     db = open_database(location)
     kb = Kanban(db)

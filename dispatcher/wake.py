@@ -25,10 +25,12 @@ from kanban.state.store import Database
 _IN_MODIFY, _IN_CREATE, _IN_MOVED_TO = 0x2, 0x100, 0x80
 EVENT_CHECK_S = 0.05  # how often a set `event` is noticed while sleeping in select()
 # After a file event that showed no commit yet, look again every SETTLE_S, SETTLE_CHECKS
-# times: the commit shows up microseconds to a few milliseconds later, and each look is
-# one `PRAGMA data_version` (a wake-up waits at most SETTLE_S for it, not poll_s).
-SETTLE_S = 0.001
-SETTLE_CHECKS = 25
+# times (25 ms in all): the commit shows up tens of microseconds later (the writer's last
+# WAL write, then its wal-index update in memory), rarely a few milliseconds when the
+# writer is descheduled; each look is one `PRAGMA data_version`, about 5 µs. At 1 ms a
+# look, waiting out that gap was most of the wake-up's p99.
+SETTLE_S = 0.0002
+SETTLE_CHECKS = 125
 _LISTEN_BACKOFF = Backoff(first_s=0.1, cap_s=2.0)
 
 

@@ -44,10 +44,11 @@ class Activity:
         with self._lock:
             self._state["max_turns"] = max_turns
 
-    def model_call(self, turn: int, model: str) -> None:
+    def model_call(self, turn: int, model: str, *, wake: bool = True) -> None:
+        """`wake=False`: the caller stores the change itself (with its own write)."""
         with self._lock:
             self._streamed = 0
-            self._set(phase="model", turn=turn, model=model, tools=[])
+            self._set(phase="model", turn=turn, model=model, tools=[], wake=wake)
 
     def streamed(self, chars: int, *, reasoning: bool = False, tool: str | None = None) -> None:
         """Some of the answer arrived: count it; a tool call being written is a phase."""
@@ -92,12 +93,13 @@ class Activity:
             self._running.clear()
             self._set(phase="finished", tools=[], outcome=outcome)
 
-    def _set(self, **values: Any) -> None:
+    def _set(self, *, wake: bool = True, **values: Any) -> None:
         changed = any(self._state.get(k) != v for k, v in values.items())
         self._state.update(values)
         if changed:
             self._changed = True
-            self.urgent.set()
+            if wake:
+                self.urgent.set()
 
     # --- the writer's side --------------------------------------------------------------
 

@@ -16,9 +16,11 @@ import os
 import selectors
 import signal
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from kanban.state.store import Database
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 EXIT_INTERNAL = 70
 EXIT_INFRA = 74  # as worker/main.py: the host failed it
 HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
+SPARE_DELAY_S = 0.05  # quiet time after a spawn before the next spare is forked
 
 
 def preload(db_target: str | None, providers: list[str]) -> Database | None:
@@ -43,8 +46,10 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
     from kanban.agent.user_hooks import hook_points
     from kanban.state import open_database
     from kanban.state.paths import DbLocation
+    from kanban.worker.sandboxing import probe_host
 
     agent.preload(providers)
+    probe_host()
     # The installed plug-ins, scanned once here rather than in every worker (~30 ms each).
     hook_points()
     toolsets.plugins()
@@ -59,40 +64,122 @@ def run_child(request: dict[str, Any], inherited: list[int], db: Database | None
     """In the forked child: isolate, then run the worker; never returns."""
     code = EXIT_INTERNAL
     try:
-        os.setsid()
-        os.umask(0o077)  # whatever the agent writes stays private to this user
-        signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        _redirect(request["log"])  # replaces fds 0-2 first, so closing the rest is safe
-        for fd in inherited:
-            if fd > 2:
-                os.close(fd)
-        os.makedirs(request["cwd"], mode=0o700, exist_ok=True)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        from kanban.worker.main import main
-
-        code = main(db=db if db is not None and request["env"]["KANBAN_DB"] == db_target(db)
-                    else None)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
-    except OSError as exc:
-        if exc.errno in HOST_ERRNOS:  # no space for its workspace or log: not the card's fault
-            code = EXIT_INFRA
-        with suppress(OSError):
-            traceback.print_exc()
-    except BaseException:
-        with suppress(OSError):
-            traceback.print_exc()
+        _isolate(inherited)
+        code = _run_request(request, db)
+    except BaseException as exc:  # noqa: BLE001 - every ending gets an exit code
+        code = _failed(exc)
     finally:
-        try:
+        _exit(code)
+
+
+def run_spare(read_fd: int, inherited: list[int], db: Database | None) -> None:
+    """In a child forked ahead of need: isolate now, wait for a request on `read_fd`, then
+    run it as `run_child` would; exits quietly when the forkserver closes the pipe unused.
+    What a worker does before its card is known is thus off the dispatch path."""
+    code = EXIT_INTERNAL
+    try:
+        _isolate(inherited)
+        opened = _open_early(db)
+        request = _read_request(read_fd)
+        if request is None:
+            os._exit(0)
+        if db is not None and opened is not None and not _same_file(db, opened):
+            db.dispose()  # replaced or made read-only meanwhile: the worker opens it anew
+        code = _run_request(request, db)
+    except BaseException as exc:  # noqa: BLE001 - every ending gets an exit code
+        code = _failed(exc)
+    finally:
+        _exit(code)
+
+
+def _isolate(inherited: list[int]) -> None:
+    """Whatever does not depend on the card: own session, private files, plain signals, no
+    descriptor of the server's, and no other process of ours may read our memory."""
+    os.setsid()
+    os.umask(0o077)  # whatever the agent writes stays private to this user
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # not the server's request pipe: a worker never reads it
+    os.close(null)
+    for fd in inherited:
+        if fd > 2:
             with suppress(OSError):
-                sys.stdout.flush()
-                sys.stderr.flush()
-        finally:
-            os._exit(code)
+                os.close(fd)
+    from kanban.worker.sandboxing import undumpable
+
+    undumpable()  # before any credential reaches us
+
+
+def _open_early(db: Database | None) -> tuple[int, int] | None:
+    """Open the worker's connection before its card is known (the pragmas and the schema
+    cost about a millisecond); the file's (device, inode), or None if it did not open."""
+    if db is None or db.dialect != "sqlite":
+        return None
+    try:
+        found = os.stat(db.target)
+        with db.read() as conn:
+            conn.scalar("SELECT count(*) FROM sqlite_master")  # the schema, read now
+    except Exception:  # noqa: BLE001 - the worker opens it itself and reports what fails
+        db.dispose()
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _same_file(db: Database, opened: tuple[int, int]) -> bool:
+    """Still the file the early connection opened, and still writable by us."""
+    try:
+        found = os.stat(db.target)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == opened and os.access(db.target, os.W_OK)
+
+
+def _read_request(fd: int) -> dict[str, Any] | None:
+    """The one request the server writes to a spare's pipe, or None at EOF without one."""
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    os.close(fd)
+    data = b"".join(chunks)
+    return json.loads(data) if data.strip() else None
+
+
+def _run_request(request: dict[str, Any], db: Database | None) -> int:
+    _redirect(request["log"])  # fds 0-2 now the worker's own
+    os.makedirs(request["cwd"], mode=0o700, exist_ok=True)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    from kanban.worker.main import main
+
+    if db is not None and request["env"].get("KANBAN_DB") != db_target(db):
+        db.dispose()  # another database than ours: the worker opens its own
+        db = None
+    return main(db=db)
+
+
+def _failed(exc: BaseException) -> int:
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+    code = EXIT_INTERNAL
+    if isinstance(exc, OSError) and exc.errno in HOST_ERRNOS:
+        code = EXIT_INFRA  # no space for its workspace or log: not the card's fault
+    with suppress(OSError):
+        traceback.print_exception(exc)
+    return code
+
+
+def _exit(code: int) -> NoReturn:
+    try:
+        with suppress(OSError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def _redirect(log_path: str) -> None:
@@ -111,7 +198,8 @@ class DispatcherGone(Exception):
 
 
 class ForkServer:
-    def __init__(self, stdin_fd: int, out_fd: int, db: Database | None) -> None:
+    def __init__(self, stdin_fd: int, out_fd: int, db: Database | None, *,
+                 spares: bool = True) -> None:
         self.db = db
         self.stdin_fd = stdin_fd
         self.out_fd = out_fd
@@ -119,6 +207,10 @@ class ForkServer:
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
         self.buffer = b""
+        self.spares = spares
+        self.spare: tuple[int, int] | None = None  # (pid, write end of its request pipe)
+        self.spare_pids: set[int] = set()  # spares not handed a request (yet)
+        self.spare_due: float | None = None  # when to fork the next spare
 
     def send(self, message: dict[str, Any]) -> None:
         try:
@@ -134,13 +226,25 @@ class ForkServer:
         selector.register(self.stdin_fd, selectors.EVENT_READ)
         selector.register(self.wake_r, selectors.EVENT_READ)
         self.send({"ready": True, "pid": os.getpid()})
-        while True:
-            for key, _ in selector.select():
-                if key.fd == self.wake_r:
-                    self._drain_wakeups()
-                elif not self._read_requests():
-                    return
-            self._reap()
+        self._new_spare()
+        try:
+            while True:
+                events = selector.select(self._until_spare())
+                for key, _ in events:
+                    if key.fd == self.wake_r:
+                        self._drain_wakeups()
+                    elif not self._read_requests():
+                        return
+                if self._reap() or not events:
+                    self._new_spare()  # a worker left or we were idle: the CPU is free
+        finally:
+            self.close_spare()
+
+    def _until_spare(self) -> float | None:
+        """How long select() may wait before a spare is due (None: no spare to make)."""
+        if self.spare is not None or self.spare_due is None:
+            return None
+        return max(0.0, self.spare_due - time.monotonic())
 
     def _drain_wakeups(self) -> None:
         try:
@@ -161,22 +265,83 @@ class ForkServer:
         return True
 
     def _spawn(self, request: dict[str, Any]) -> None:
+        pid = self._hand_to_spare(request)
+        if pid is None:
+            pid = self._fork(lambda: run_child(request, self._held(), self.db))
+        self.send({"id": request["id"], "pid": pid})
+        # Off the dispatch path now: what the next worker would do itself after its fork.
+        from kanban.worker.warm import remember_config
+
+        remember_config(request["env"].get("KANBAN_CONFIG", ""))
+        # The next spare once the new worker is under way: forking now would take the CPU
+        # it starts on (2 cores: the worker, the dispatcher and this fork all at once).
+        self.spare_due = time.monotonic() + SPARE_DELAY_S
+
+    def _held(self) -> list[int]:
+        """Descriptors of ours that no child may keep."""
+        fds = [self.stdin_fd, self.out_fd, self.wake_r, self.wake_w]
+        return fds if self.spare is None else [*fds, self.spare[1]]
+
+    def _fork(self, child: Callable[[], None]) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            run_child(request, [self.stdin_fd, self.out_fd, self.wake_r, self.wake_w], self.db)
-        self.send({"id": request["id"], "pid": pid})
+            child()  # never returns
+        return pid
 
-    def _reap(self) -> None:
+    def _hand_to_spare(self, request: dict[str, Any]) -> int | None:
+        """The spare's pid once it has the request; None without a (living) spare."""
+        if self.spare is None:
+            return None
+        pid, fd = self.spare
+        self.spare = None
+        try:
+            data = (json.dumps(request) + "\n").encode()
+            while data:  # a full pipe blocks only until the spare reads it
+                data = data[os.write(fd, data):]
+        except OSError:  # it died waiting (killed by hand, the OOM killer): fork anew
+            return None
+        finally:
+            os.close(fd)
+        self.spare_pids.discard(pid)
+        return pid
+
+    def _new_spare(self) -> None:
+        if self.spare is not None or not self.spares:
+            return
+        self.spare_due = None
+        read, write = os.pipe()
+        held = self._held()
+        pid = self._fork(lambda: run_spare(read, [*held, write], self.db))
+        os.close(read)
+        self.spare = (pid, write)
+        self.spare_pids.add(pid)
+
+    def _reap(self) -> bool:
+        """Report exited workers; True if any."""
+        reported = False
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                return reported
             if pid == 0:
-                return
+                return reported
+            if pid in self.spare_pids:  # a spare that never ran a card: nobody knows it
+                self.spare_pids.discard(pid)
+                if self.spare is not None and self.spare[0] == pid:
+                    os.close(self.spare[1])
+                    self.spare = None
+                continue
             self.send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+            reported = True
+
+    def close_spare(self) -> None:
+        """At shutdown: the spare reads EOF and leaves."""
+        if self.spare is not None:
+            os.close(self.spare[1])
+            self.spare = None
 
 
 def main() -> None:

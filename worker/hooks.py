@@ -83,9 +83,13 @@ class WorkerHooks(AgentHooks):
             return
         s = self.scope
         first = self.seq
+        phase = None if s.finished else self.activity.take()
 
         def store(conn: Conn) -> None:
             now = s.kb.clock()
+            if phase is not None:
+                claims.record_activity(conn, s.run_id, s.card_id, s.claim_token, phase,
+                                       now=now)
             self._within_transcript_cap(conn)
             for n, data in enumerate(self._messages, start=first + 1):
                 claims.append_message(conn, s.run_id, n, data, now=now)
@@ -120,8 +124,12 @@ class WorkerHooks(AgentHooks):
     # --- live activity ----------------------------------------------------------------
 
     def on_model_start(self, turn: int, model_name: str) -> None:
-        self.commit()  # what the model is about to read (the opening, a reminder) is stored
-        self.activity.model_call(turn, model_name)
+        # What the model is about to read (the opening, a reminder) is stored, and the new
+        # phase with it: one transaction, not a second one racing it from the watch thread
+        # (two writers of one process meet SQLite's busy sleeps of 1, 2, 5 ms...).
+        pending = bool(self._messages or self._usages)
+        self.activity.model_call(turn, model_name, wake=not pending)
+        self.commit()
 
     def on_event(self, event: StreamEvent) -> None:
         if isinstance(event, TextDelta):

@@ -32,10 +32,11 @@ from kanban.events import record_event
 from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state import open_database
-from kanban.state.config import Config, worker_config
+from kanban.state.config import Config
 from kanban.state.errors import ConfigError, DatabaseError, TransientDatabaseError
 from kanban.state.paths import DbLocation
 from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
+from kanban.state.sqlite import BUSY_SLICE_S
 from kanban.state.store import Database
 from kanban.states import Outcome
 from kanban.textsafety import clean_text
@@ -43,7 +44,7 @@ from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
 from kanban.triage import TRIAGED_ROLE
 from kanban.validation import MAX_SUMMARY
-from kanban.worker import gates
+from kanban.worker import gates, warm
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
 from kanban.worker.handoff import receive
@@ -118,12 +119,11 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
                                    patience_s=min(5.0, wenv.lease_s / 2))
     except DatabaseError as exc:
         return _infrastructure(exc)
-    # A write waits a fraction of the lease at a time: the lease is checked between tries.
-    db.patience_s = min(db.patience_s, max(0.5, wenv.lease_s / 6))
+    _fit_patience(db, wenv.lease_s)
     try:
         kb = Kanban(db)
         try:
-            config = worker_config(env)
+            config = warm.config(env)
         except ConfigError as exc:  # never a quiet fallback to defaults (or the demo model)
             return _fail(_scope(kb, wenv, None), f"config: {exc.message}")
         return run_card(kb, wenv, config, env, runner=runner, home=location.home)
@@ -134,6 +134,16 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
             raise
         return _infrastructure(DatabaseError(f"{exc.strerror} ({exc.filename or 'a file'})"))
     finally:
+        db.dispose()
+
+
+def _fit_patience(db: Database, lease_s: float) -> None:
+    """A write waits a fraction of the lease at a time: the lease is checked between tries.
+    A connection opened before the lease was known (by a forkserver's spare) is closed if
+    its busy wait was set longer."""
+    before = db.patience_s
+    db.patience_s = min(before, max(0.5, lease_s / 6))
+    if min(db.patience_s, BUSY_SLICE_S) < min(before, BUSY_SLICE_S):
         db.dispose()
 
 

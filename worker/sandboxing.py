@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import MutableMapping
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,11 +15,34 @@ from kanban.service import Kanban
 from kanban.state.config import Config, Profile
 from kanban.state.errors import ConfigError
 from kanban.tools.runner import PlainRunner, Runner
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, check_sandbox, git_common_dir
+from kanban.tools.sandbox import (
+    BwrapRunner,
+    SandboxCheck,
+    SandboxPolicy,
+    check_sandbox,
+    git_common_dir,
+)
 from kanban.tools.workbench import is_credential
 
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 MAX_ANCESTORS = 64  # a delegation chain is far shallower; this bounds a corrupt one
+# The host's answer, probed once by a forkserver for the workers it forks (the probe
+# starts bwrap: 10-25 ms per worker otherwise), with the PATH it was found on.
+_host_check: tuple[str, SandboxCheck] | None = None
+
+
+def probe_host() -> None:
+    """Probe bwrap now (in a forkserver, before any fork) for every later worker."""
+    global _host_check
+    _host_check = (os.environ.get("PATH", ""), check_sandbox())
+    _libc()
+
+
+def host_check() -> SandboxCheck:
+    """The forkserver's probe when this worker has its PATH, else a probe of our own."""
+    if _host_check is not None and _host_check[0] == os.environ.get("PATH", ""):
+        return _host_check[1]
+    return check_sandbox()
 
 
 @dataclass(frozen=True)
@@ -34,7 +58,7 @@ def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: P
     if profile.sandbox == "off" or not isinstance(base, PlainRunner):
         why = "sandbox = \"off\"" if profile.sandbox == "off" else "a custom runner"
         return RunnerChoice(base, f"commands run unsandboxed ({why})")
-    check = check_sandbox()
+    check = host_check()
     if not check.available:
         if profile.sandbox == "required":
             raise ConfigError(f"profile {profile.name!r} has sandbox = \"required\" but "
@@ -81,10 +105,26 @@ def harden(environ: MutableMapping[str, str]) -> None:
     of the same user can no longer read its memory or /proc/PID/environ, nor ptrace it)."""
     for name in [n for n in environ if is_credential(n)]:
         del environ[name]
-    if os.uname().sysname != "Linux":
+    undumpable()
+
+
+def undumpable() -> None:
+    """This process non-dumpable (a forked worker is made so before its card is known)."""
+    libc = _libc()
+    if libc is None:
         return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
+    with suppress(AttributeError):  # no prctl here: nothing more to do
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):  # no prctl here: nothing more to do
-        pass
+
+
+_LIBC: list[ctypes.CDLL | None] = []  # loaded once (in a forkserver: for all its workers)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not _LIBC:
+        try:
+            _LIBC.append(ctypes.CDLL(None, use_errno=True)
+                         if os.uname().sysname == "Linux" else None)
+        except OSError:
+            _LIBC.append(None)
+    return _LIBC[0]

@@ -132,6 +132,22 @@ def test_each_turn_is_committed_before_the_next_call(kb: Kanban) -> None:
     assert total == sum(cost for _, cost in usage)
 
 
+def test_the_model_phase_is_stored_with_what_the_model_reads(kb: Kanban) -> None:
+    """No watch thread runs here: the first call's commit itself says what runs now."""
+    scope = claimed(kb)
+    activity = Activity(max_turns=3)
+    seen: list[dict[str, Any]] = []
+
+    def first_call(messages: Any, tools: Any) -> Any:
+        seen.append(activity_of(kb, scope.run_id))
+        return tool_calls([("kanban_complete", {"summary": "done"})])
+
+    model = ScriptedModel([first_call, text("done")], name="openai:gpt-4o-mini")
+    run_agent(model, system="s", prompt="p", toolbox=REGISTRY.toolbox(["kanban"], scope),
+              hooks=WorkerHooks(scope, activity))
+    assert seen[0]["phase"] == "model" and seen[0]["turn"] == 1
+
+
 def test_streamed_text_only_moves_counters(kb: Kanban) -> None:
     scope = claimed(kb)
     ticks = Ticks()

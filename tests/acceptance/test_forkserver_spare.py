@@ -1,0 +1,72 @@
+"""The forkserver keeps one spare worker forked ahead of need: a request goes to it (its
+pid is the worker's), a spare that never ran a card is never reported as a worker's exit,
+and the spare leaves when the forkserver does."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from kanban.dispatcher.spawn import ForkServerSpawner, SpawnRequest
+from kanban.worker.main import EXIT_BAD_ENV
+from tests.support.procs import wait_until
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_requests_go_to_the_spare_and_a_new_one_follows(tmp_path: Path) -> None:
+    spawner = ForkServerSpawner({"PATH": os.environ["PATH"]}, threading.Event())
+    try:
+        spare = wait_until(lambda: children(spawner.pid), timeout=30, what="a spare")[0]
+        # No KANBAN_* variables: the worker says so in its log and exits at once.
+        request = SpawnRequest(env={"PATH": os.environ["PATH"]}, cwd=str(tmp_path / "w"),
+                               log=str(tmp_path / "worker.log"))
+        assert spawner.spawn(request) == spare
+        assert spawner.exits.get(timeout=30) == (spare, EXIT_BAD_ENV)
+        assert "worker environment incomplete" in (tmp_path / "worker.log").read_text()
+        assert (tmp_path / "w").is_dir()
+        follower = wait_until(lambda: [p for p in children(spawner.pid) if p != spare],
+                              timeout=30, what="the next spare")[0]
+        assert spawner.exits.empty()  # a waiting spare is nobody's worker
+    finally:
+        spawner.close()
+    wait_until(lambda: not alive(follower), timeout=30, what="the spare to leave")
+    assert spawner.exits.empty()
+
+
+def test_a_dead_spare_is_replaced_by_a_fork_and_never_reported(tmp_path: Path) -> None:
+    spawner = ForkServerSpawner({"PATH": os.environ["PATH"]}, threading.Event())
+    try:
+        spare = wait_until(lambda: children(spawner.pid), timeout=30, what="a spare")[0]
+        os.kill(spare, 9)
+        wait_until(lambda: spare not in children(spawner.pid), timeout=30,
+                   what="the killed spare reaped")
+        request = SpawnRequest(env={"PATH": os.environ["PATH"]}, cwd=str(tmp_path / "w"),
+                               log=str(tmp_path / "worker.log"))
+        pid = spawner.spawn(request)
+        assert pid != spare
+        assert spawner.exits.get(timeout=30) == (pid, EXIT_BAD_ENV)
+        assert spawner.exits.empty()
+    finally:
+        spawner.close()
