@@ -6,8 +6,9 @@
 - 10.3: database queries per change with 100 viewers against 1 viewer (the hub reads once
   per change and sends the same bytes to everyone: the ratio must be 1).
 - 10.4: commit to the last of 100 viewers having the card, against 1 viewer.
-- 10.5: commit to the card in a real Chromium's DOM (Debian's chromium via Playwright),
-  against a plain SSE client receiving the same push. Left out when no chromium exists.
+- 10.5: a card's add (its commit included) to the card in a real Chromium's DOM (Debian's
+  chromium via Playwright), against a plain SSE client receiving the same push. Left out
+  when no chromium exists.
 """
 
 from __future__ import annotations
@@ -215,13 +216,15 @@ def browser_rows(base: str, path: Path, n: WebSizes) -> list[Row]:
                 from kanban.cards import NewCard
 
                 for i in range(n.browser_samples):
+                    # Timed from before the add: a time taken after it returns can be later
+                    # than the browser's (a busy machine may not run this process first).
+                    adding = time.time() * 1000
                     card = kb.add_card(NewCard(f"to the browser {i}", priority=10**6 - i))
-                    committed = time.time() * 1000
-                    latencies.append(_seen_at(page, card.id) - committed)
+                    latencies.append(_seen_at(page, card.id) - adding)
         finally:
             browser.close()
     plain, _ = asyncio.run(fan_out(base, path, 1, n.browser_samples))
-    return [Row("10.5", "commit → card in Chromium's DOM, p50", "ms", percentile(latencies, 50),
+    return [Row("10.5", "add → card in Chromium's DOM, p50", "ms", percentile(latencies, 50),
                 percentile(plain, 50), "plain SSE client", Goal("value", "<=", 500, "ms"),
                 f"{n.browser_samples} cards; p99 {percentile(latencies, 99):.1f} ms; headless "
                 "Debian chromium, wall clocks of the same machine")]
