@@ -87,9 +87,6 @@ class WorkerHooks(AgentHooks):
 
         def store(conn: Conn) -> None:
             now = s.kb.clock()
-            if phase is not None:
-                claims.record_activity(conn, s.run_id, s.card_id, s.claim_token, phase,
-                                       now=now)
             self._within_transcript_cap(conn)
             for n, data in enumerate(self._messages, start=first + 1):
                 claims.append_message(conn, s.run_id, n, data, now=now)
@@ -98,6 +95,12 @@ class WorkerHooks(AgentHooks):
                                     input_tokens=usage.input_tokens,
                                     output_tokens=usage.output_tokens,
                                     cached_tokens=usage.cached_tokens)
+            # The run row last: card before run is the order the heartbeat and the
+            # transitions lock them in (PostgreSQL: a run locked first deadlocks with a
+            # heartbeat, which then waits out deadlock_timeout, 1 s, of a short lease).
+            if phase is not None:
+                claims.record_activity(conn, s.run_id, s.card_id, s.claim_token, phase,
+                                       now=now)
 
         # Tried again while the database is away (until the lease runs out). Once the card
         # is finished its lease is gone; the run's last turn is still its record.

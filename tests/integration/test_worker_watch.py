@@ -177,3 +177,33 @@ def test_cost_rolls_up_over_the_subtree(kb: Kanban) -> None:
         assert subtree_cost(conn, root.id) == 0.875
         assert subtree_cost(conn, child.id) == 0.375
         assert subtree_cost(conn, 999_999) == 0.0
+
+
+def test_a_turns_commit_locks_the_card_before_the_run(kb: Kanban,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heartbeat renews the card's lease, then the run: a turn's commit (messages, usage,
+    the new phase) must take the two rows in that order too, or on PostgreSQL the two
+    transactions deadlock and the heartbeat waits out deadlock_timeout (1 s) of its lease."""
+    from kanban.state.store import Conn
+
+    updates: dict[int, list[str]] = {}  # per transaction (a Conn each), the tables updated
+    execute = Conn.execute
+
+    def record(self: Conn, sql: str, params: Any = None) -> Any:
+        words = sql.split()
+        if words[:1] == ["UPDATE"] and words[1] in ("card", "run"):
+            updates.setdefault(id(self), []).append(words[1])
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(Conn, "execute", record)
+    scope = claimed(kb)
+    model = ScriptedModel([tool_calls([("kanban_show", {})]),
+                           tool_calls([("kanban_complete", {"summary": "done"})])],
+                          name="openai:gpt-4o-mini")
+    run_agent(model, system="s", prompt="p", toolbox=REGISTRY.toolbox(["kanban"], scope),
+              hooks=WorkerHooks(scope, Activity(max_turns=5)))
+    both = [tables for tables in updates.values() if {"card", "run"} <= set(tables)]
+    assert both, "no transaction updated both rows: the test saw nothing"
+    for tables in both:
+        assert tables.index("run") > max(i for i, t in enumerate(tables) if t == "card"), \
+            tables
