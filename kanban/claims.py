@@ -238,6 +238,12 @@ def is_current(conn: Conn, card_id: int, claim_token: str) -> bool:
               "status = 'running'", {"card_id": card_id, "token": claim_token}) is not None
 
 
+def has_message(conn: Conn, run_id: int, seq: int) -> bool:
+    """Whether the run's transcript already holds message `seq` (a retried write's check)."""
+    return conn.one("SELECT 1 FROM message WHERE run_id = :run_id AND seq = :seq",
+                    {"run_id": run_id, "seq": seq}) is not None
+
+
 def append_message(conn: Conn, run_id: int, seq: int, message: dict[str, Any], *,
                    now: datetime) -> None:
     """One transcript message (a `Message.to_dict()`): reasoning and the answering model

@@ -79,10 +79,13 @@ class WorkerScope:
             self.on_lease_lost(exc.message)
             raise
 
-    def write(self, change: Callable[[Conn], T], *, fenced: bool = True) -> T:
+    def write(self, change: Callable[[Conn], T], *, fenced: bool = True,
+              idempotent: bool = False) -> T:
         """`change` in a (fenced) write transaction, tried again while the database is away;
         the tries end with the lease (LeaseLost: the worker stops), or after a few seconds
-        of a fault of the host (read-only, full, I/O), which the worker reports as such."""
+        of a fault of the host (read-only, full, I/O), which the worker reports as such.
+        `idempotent`: `change` finds out itself whether an earlier try committed, so a
+        commit whose outcome is in doubt (the server lost during COMMIT) is tried again."""
 
         def once() -> T:
             if fenced:
@@ -91,5 +94,5 @@ class WorkerScope:
             with self.kb.db.write() as conn:
                 return change(conn)
 
-        return retry_transient(once, backoff=WRITE_RETRY,
+        return retry_transient(once, backoff=WRITE_RETRY, idempotent=idempotent,
                                on_retry=HostFaultPatience(then=_say_retry))

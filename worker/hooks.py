@@ -86,6 +86,8 @@ class WorkerHooks(AgentHooks):
         phase = None if s.finished else self.activity.take()
 
         def store(conn: Conn) -> None:
+            if self._messages and claims.has_message(conn, s.run_id, first + 1):
+                return  # an earlier try committed, though its COMMIT seemed to fail
             now = s.kb.clock()
             self._within_transcript_cap(conn)
             for n, data in enumerate(self._messages, start=first + 1):
@@ -104,7 +106,7 @@ class WorkerHooks(AgentHooks):
 
         # Tried again while the database is away (until the lease runs out). Once the card
         # is finished its lease is gone; the run's last turn is still its record.
-        s.write(store, fenced=not s.finished)
+        s.write(store, fenced=not s.finished, idempotent=bool(self._messages))
         self.seq = first + len(self._messages)
         self._messages.clear()
         self._usages.clear()

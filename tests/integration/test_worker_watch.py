@@ -207,3 +207,38 @@ def test_a_turns_commit_locks_the_card_before_the_run(kb: Kanban,
     for tables in both:
         assert tables.index("run") > max(i for i, t in enumerate(tables) if t == "card"), \
             tables
+
+
+def test_a_turn_whose_commit_was_in_doubt_is_stored_once(kb: Kanban,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server lost during a turn's COMMIT (the write may or may not have landed): the
+    worker tries again, finds the turn stored, and goes on, instead of exiting."""
+    from contextlib import contextmanager
+
+    from kanban.state.errors import TransientDatabaseError
+
+    scope = claimed(kb)
+    write = type(kb.db).write
+    lost = {"left": 1}
+
+    @contextmanager
+    def commit_then_lose(db: Any) -> Any:
+        with write(db) as conn:
+            yield conn
+        if lost["left"]:  # committed, and then the answer to COMMIT never came
+            lost["left"] -= 1
+            raise TransientDatabaseError("server closed the connection during COMMIT",
+                                         in_doubt=True)
+
+    hooks = WorkerHooks(scope, Activity(max_turns=5))
+    monkeypatch.setattr(type(kb.db), "write", commit_then_lose)
+    model = ScriptedModel([tool_calls([("kanban_complete", {"summary": "done"})])],
+                          name="openai:gpt-4o-mini")
+    result = run_agent(model, system="s", prompt="p",
+                       toolbox=REGISTRY.toolbox(["kanban"], scope), hooks=hooks)
+    monkeypatch.undo()
+    assert lost["left"] == 0 and result.stop_reason == "completed"
+    with kb.db.read() as conn:
+        seqs = conn.column("SELECT seq FROM message WHERE run_id = :id ORDER BY seq",
+                           {"id": scope.run_id})
+    assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 3  # each once, in order
