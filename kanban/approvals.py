@@ -3,7 +3,8 @@
 A worker under `approval = "ask"` records a pending approval and blocks its card in one
 transaction. `approve` / `deny` decide every pending approval of a card and return the
 card to the queue; the next attempt runs an approved command without asking and is told
-of a denial. Every request and decision writes an event.
+of a denial. Unblocking or cancelling the card by hand withdraws its pending requests.
+Every request and decision writes an event.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kanban.states import CardStatus
 from kanban.transitions import USER, Actor, block, unblock
 
 PENDING, APPROVED, DENIED = "pending", "approved", "denied"
+WITHDRAWN = "withdrawn"  # the card was unblocked or cancelled by hand instead
 MAX_COMMAND = 20_000
 
 
@@ -91,8 +93,9 @@ def decide(conn: Conn, card_id: int, *, approve: bool, now: datetime, actor: Act
 def decision_for(conn: Conn, card_id: int, command: str) -> ApprovalRecord | None:
     """The latest decided approval of exactly `command` on this card, if any."""
     row = conn.maps("SELECT * FROM approval WHERE card_id = :card AND command = :command AND "
-                    "decision <> :pending ORDER BY id DESC LIMIT 1",
-                    {"card": card_id, "command": command, "pending": PENDING})
+                    "decision IN (:approved, :denied) ORDER BY id DESC LIMIT 1",
+                    {"card": card_id, "command": command, "approved": APPROVED,
+                     "denied": DENIED})
     return ApprovalRecord.from_row(with_times(row[0])) if row else None
 
 

@@ -199,11 +199,20 @@ def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
     to = _status_after_deps(conn, card_id)
     move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
           values={"error": None, "run_after": now}, note=note)
+    _withdraw_approvals(conn, card_id, now, actor)
     if to == CardStatus.TODO:
         _block_if_dependency_ended(conn, card_id, now, actor)
     if note:
         add_comment(conn, card_id, f"unblocked: {note}", author=actor.name, now=now)
     return get_card(conn, card_id)
+
+
+def _withdraw_approvals(conn: Conn, card_id: int, now: datetime, actor: Actor) -> None:
+    """A card unblocked or cancelled by hand no longer waits on the commands it asked to
+    run: their requests are withdrawn (the next attempt asks again), not left pending."""
+    conn.run("UPDATE approval SET decision = 'withdrawn', decided_by = :by, decided_at = :now "
+             "WHERE card_id = :card AND decision = 'pending'",
+             {"by": actor.name, "now": now, "card": card_id})
 
 
 def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
@@ -212,6 +221,7 @@ def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
     row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
     move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
          outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
+    _withdraw_approvals(conn, card_id, now, actor)
     _dependency_ended(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
                       actor)
     _helper_ended(conn, card_id, CardStatus.CANCELLED, reason, now)

@@ -142,3 +142,19 @@ def test_the_board_lists_pending_approvals_of_its_blocked_cards_oldest_first(kb:
                                                           (first, "asked second")]
     assert kb.board_snapshot("default").approvals == {second: ["asked first"],
                                                       first: ["asked second"]}
+
+
+def test_unblocking_or_cancelling_by_hand_withdraws_the_pending_requests(kb: Kanban) -> None:
+    unblocked = kb.add_card(NewCard(title="unblocked")).id
+    ask(kb, unblocked, "rm -rf build")
+    kb.unblock(unblocked, "done by hand")
+    cancelled = kb.add_card(NewCard(title="cancelled", priority=1)).id
+    ask(kb, cancelled, "curl example.com")
+    kb.cancel(cancelled)
+    for card_id in (unblocked, cancelled):
+        (request,) = kb.approvals(card_id)
+        assert request.decision == approvals.WITHDRAWN and request.decided_by == "user"
+        with kb.db.read() as conn:  # neither approved nor denied: asked again next time
+            assert approvals.decision_for(conn, card_id, request.command) is None
+        with pytest.raises(InvalidTransition, match="has no pending approval"):
+            kb.approve(card_id)
