@@ -8,10 +8,9 @@ import re
 import uuid
 from pathlib import Path
 
-import pytest
-
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, text_reply, tool_reply
+from tests.support.pg import skip_or_fail
 from tests.support.procs import query, start_dispatcher, stop, wait_until
 
 SECRET = "sk-forkserver-" + uuid.uuid4().hex
@@ -52,7 +51,7 @@ def memory_holds(pid: int, needle: bytes) -> bool:
 
 def test_the_forkserver_memory_has_no_credential(board: BoardFiles, tmp_path: Path) -> None:
     if os.geteuid() != 0:
-        pytest.skip("reading another process's memory needs root here")
+        skip_or_fail("reading another process's memory needs root here")
     board.configure('[profiles.worker]\nmodel = "openai:test-model"\n')
     cards = [board.add(f"card {n}", profile="worker") for n in range(3)]
     with LLMServer() as server:

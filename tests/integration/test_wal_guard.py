@@ -14,8 +14,14 @@ from kanban.state.errors import TransientDatabaseError
 from kanban.state.sqlite import SQLiteDatabase
 from kanban.state.sqlite_errors import WAL_MISSING
 from kanban.state.wal_guard import WalGuard, live_guards
+from tests.support.pg import skip_or_fail
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+
+@pytest.fixture(autouse=True)
+def _proc() -> None:
+    """The guard reads /proc/self/fd (Linux); elsewhere skip, but fail under CI=true."""
+    if not Path("/proc/self/fd").is_dir():
+        skip_or_fail("needs /proc/self/fd")
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -130,21 +129,6 @@ def test_unwritable_location(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith(f"kanban: error: cannot create database at {blocker}/x.db")
     assert result.stderr.count("\n") == 1
-
-
-# As root (CI) file modes stop nothing: tests/reliability/test_check_backup.py covers the
-# same message there with the immutable attribute.
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")
-def test_read_only_database(cli: Cli) -> None:
-    cli.add("a")
-    cli.db_path.chmod(0o400)
-    cli.db_path.parent.chmod(0o500)
-    try:
-        message = cli.fails("add", "b")
-    finally:
-        cli.db_path.parent.chmod(0o700)
-        cli.db_path.chmod(0o600)
-    assert "read-only" in message or "readonly" in message
 
 
 def test_not_a_kanban_database(tmp_path: Path) -> None:
