@@ -18,9 +18,10 @@ from kanban.records import (
     CommentRecord,
     EventRecord,
     RunRecord,
+    row_reader,
 )
 from kanban.state.plans import Plan, Query, Rows, in_list, run_plan
-from kanban.state.rows import row_dict, with_times
+from kanban.state.rows import with_times
 from kanban.state.store import Conn
 from kanban.states import CardStatus
 from kanban.workspaces import PARENT, parse_spec
@@ -297,9 +298,7 @@ def cards_by_id_plan(ids: Iterable[int]) -> Plan[list[CardRecord]]:
     return [card_from_row(row) for row in rows]
 
 
-def card_from_row(row: Sequence[object]) -> CardRecord:
-    """A CardRecord from a row of `CARD_COLUMNS`."""
-    return CardRecord.from_row(row_dict(CARD_COLUMNS, row))
+card_from_row = row_reader(CardRecord, CARD_COLUMNS)  # a CardRecord from a row of CARD_COLUMNS
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 
@@ -28,10 +29,17 @@ def is_time_column(name: str) -> bool:
     return name.endswith("_at") or name in ("at", "run_after")
 
 
+@lru_cache(maxsize=512)
+def _time_columns(columns: tuple[str, ...]) -> tuple[bool, ...]:
+    """Which of `columns` hold times: worked out once per column list, not once per row."""
+    return tuple(is_time_column(name) for name in columns)
+
+
 def row_dict(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
     """A row by column name, with every `*_at` column (and run_after) as an aware datetime."""
-    return {name: as_time(value) if is_time_column(name) else value
-            for name, value in zip(columns, row, strict=True)}
+    timed = _time_columns(columns if isinstance(columns, tuple) else tuple(columns))
+    return {name: as_time(value) if is_time and value is not None else value
+            for name, is_time, value in zip(columns, timed, row, strict=True)}
 
 
 def with_times(row: dict[str, Any]) -> dict[str, Any]:
