@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kanban.errors import LeaseLost
 from kanban.service import Kanban
@@ -26,6 +26,14 @@ WRITE_RETRY = Backoff(first_s=0.1, cap_s=2.0)
 def _say_retry(exc: TransientDatabaseError, delay: float) -> None:
     print(f"kanban worker: database unavailable ({exc}); retrying in {delay:.1f}s",
           file=sys.stderr, flush=True)
+
+
+class Deadline(Protocol):
+    """The card's own timeout (worker.watchdog), checked by whichever thread watches it."""
+
+    def remaining(self) -> float | None: ...
+
+    def check(self) -> None: ...
 
 
 @dataclass
@@ -52,6 +60,7 @@ class WorkerScope:
     # command runs first, under the lease, and its verdict goes with the completion.
     gated: bool | None = None  # None: not known here (a completion looks it up)
     verify: Callable[[], Verdict] | None = None
+    deadline: Deadline | None = None  # checked by the heartbeat thread
 
     @property
     def actor(self) -> Actor:

@@ -1,6 +1,7 @@
 """The worker's watch thread, independent of the model: it renews the lease every lease/3,
-stores the agent's live activity, and notices within a fraction of a second when the
-card is no longer this worker's (cancelled, rescued), so the run stops at once.
+stores the agent's live activity, notices within a fraction of a second when the card is
+no longer this worker's (cancelled, rescued), so the run stops at once, and keeps the
+card's own deadline (worker.watchdog).
 
 It never dies on an error (the database may be back at the next try), and it stops the
 worker once its lease has run out unrenewed (cut off from the database past its lease)."""
@@ -43,10 +44,12 @@ class HeartbeatThread(threading.Thread):
         renew_at = time.monotonic() + self.interval
         wait, failures = self.check_s, 0
         while True:
-            self._wake.wait(wait)
+            self._wake.wait(self._until_deadline(wait))
             self._wake.clear()
             if self._stopped:
                 return
+            if self.scope.deadline is not None:
+                self.scope.deadline.check()  # the card's own timeout (an orphan's)
             try:
                 self.scope.check_lease()  # by the store's clock, even while cut off
                 if time.monotonic() >= renew_at:
@@ -63,6 +66,10 @@ class HeartbeatThread(threading.Thread):
                 failures += 1
                 continue
             wait, failures = self.check_s, 0
+
+    def _until_deadline(self, wait: float) -> float:
+        remaining = self.scope.deadline.remaining() if self.scope.deadline else None
+        return wait if remaining is None else max(0.0, min(wait, remaining))
 
     def _renew(self) -> None:
         s = self.scope

@@ -195,9 +195,8 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
     setting = Setting(runner=runner or PlainRunner(), started=time.monotonic(),
                       home=home or DbLocation(wenv.db, "env").home)
     scope = _scope(kb, wenv, config)
-    watchdog = Watchdog(scope, wenv.timeout_s) if wenv.timeout_s else None
-    if watchdog is not None:
-        watchdog.start()
+    if wenv.timeout_s:  # kept by the heartbeat threads the card's steps start
+        scope.deadline = Watchdog(scope, wenv.timeout_s)
     try:
         card = _retrying(scope, lambda: kb.card(wenv.card_id))
         if card.command is not None:  # a script card: a command, no model
@@ -207,8 +206,7 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
             return EXIT_OK
         return _run_agent_card(scope, card, wenv, config, env, setting)
     finally:
-        if watchdog is not None:
-            watchdog.stop()
+        scope.deadline = None
 
 
 def _retrying(scope: WorkerScope, fn: Callable[[], T]) -> T:

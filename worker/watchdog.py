@@ -3,13 +3,16 @@
 Its dispatcher stops it at the card's timeout (SIGTERM, then SIGKILL after a grace); if
 it is still running SELF_STOP_GRACE_S later, that dispatcher is gone: the worker records
 `timed_out` itself (fenced, so only while its lease holds) and exits.
+
+No thread of its own: the worker's heartbeat thread, which runs for the whole card, wakes
+by the deadline too and calls `check` (one thread less to start before the first model
+call).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -21,20 +24,26 @@ SELF_STOP_GRACE_S = 10.0  # beyond the dispatcher's SIGTERM-to-SIGKILL grace (5 
 EXIT_TIMED_OUT = 0  # the outcome is recorded: nothing left for a dispatcher to do
 
 
-class Watchdog(threading.Thread):
+class Watchdog:
     def __init__(self, scope: WorkerScope, timeout_s: float, *,
                  grace_s: float = SELF_STOP_GRACE_S,
                  exit: Callable[[int], None] = os._exit) -> None:
-        super().__init__(name=f"watchdog-#{scope.card_id}", daemon=True)
         self.scope = scope
         self.timeout_s = timeout_s
         self.deadline = time.monotonic() + timeout_s + grace_s
         self._exit = exit
-        self._stop_event = threading.Event()
+        self._stopped = False
 
-    def run(self) -> None:
-        if self._stop_event.wait(max(0.0, self.deadline - time.monotonic())):
+    def remaining(self) -> float | None:
+        """Seconds until the worker stops itself; None once stopped (or fired)."""
+        return None if self._stopped else self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        """Past the deadline: record the timeout and exit."""
+        remaining = self.remaining()
+        if remaining is None or remaining > 0:
             return
+        self._stopped = True
         s = self.scope
         message = f"timed out after {self.timeout_s:g}s (stopped by the worker itself)"
         print(f"kanban worker: card #{s.card_id} {message}", file=sys.stderr, flush=True)
@@ -49,4 +58,4 @@ class Watchdog(threading.Thread):
         self._exit(EXIT_TIMED_OUT)
 
     def stop(self) -> None:
-        self._stop_event.set()
+        self._stopped = True

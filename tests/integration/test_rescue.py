@@ -5,6 +5,7 @@ for it. Real processes stand in for orphaned workers; the store is a real SQLite
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,9 +22,11 @@ from kanban.state.config import Config, load_config, resolve_config, worker_conf
 from kanban.state.errors import ConfigError
 from kanban.states import Outcome
 from kanban.tools.scope import WorkerScope
+from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.main import EXIT_FATAL, main
 from kanban.worker.watchdog import Watchdog
 from tests.support.db import FakeClock, claim_one, open_sqlite, runs_of
+from tests.support.procs import wait_until
 
 LEASE_S = 30.0
 
@@ -157,10 +160,13 @@ def test_an_orphan_stops_itself_after_its_timeout(kb: Kanban) -> None:
     claim = claim_one(kb, card.id)
     scope = WorkerScope(kb, "default", card.id, claim.claim_token, claim.run_id)
     exits: list[int] = []
-    watchdog = Watchdog(scope, 0.05, grace_s=0.05, exit=exits.append)
-    watchdog.start()
-    watchdog.join(timeout=10)
-    assert exits == [0]
+    scope.deadline = Watchdog(scope, 0.05, grace_s=0.05, exit=exits.append)
+    heartbeat = HeartbeatThread(scope)  # the lease is 30 s: only the deadline wakes it
+    heartbeat.start()
+    try:
+        wait_until(lambda: exits == [0], timeout=10, what="the worker's own timeout")
+    finally:
+        heartbeat.stop()
     after = kb.card(card.id)
     assert after.status == "failed" and "stopped by the worker itself" in (after.error or "")
     assert [r["outcome"] for r in runs_of(kb.db, card.id)] == [Outcome.TIMED_OUT]
@@ -172,9 +178,11 @@ def test_a_stopped_watchdog_does_nothing(kb: Kanban) -> None:
     scope = WorkerScope(kb, "default", card.id, claim.claim_token, claim.run_id)
     exits: list[int] = []
     watchdog = Watchdog(scope, 0.2, grace_s=0.0, exit=exits.append)
-    watchdog.start()
+    assert watchdog.remaining() is not None
     watchdog.stop()
-    watchdog.join(timeout=10)
+    watchdog.deadline = time.monotonic() - 1  # overdue, but stopped
+    watchdog.check()
+    assert watchdog.remaining() is None
     assert exits == [] and kb.card(card.id).status == "running"
 
 
