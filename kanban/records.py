@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
-from functools import cache
 from typing import Any, TypeVar
 
 from kanban.state.rows import as_time, is_time_column
@@ -20,9 +19,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-@cache
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 def row_reader(cls: type[T], columns: Sequence[str]) -> Callable[[Sequence[Any]], T]:
