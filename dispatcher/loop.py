@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -42,6 +43,7 @@ from kanban.state.retry import retry_transient
 from kanban.state.sqlite_errors import BUSY
 from kanban.state.store import FileGuard
 from kanban.transitions import Actor
+from kanban.workspaces import WORKSPACE_ENV
 
 __all__ = ["DispatchOptions", "Dispatcher"]
 
@@ -316,8 +318,9 @@ class Dispatcher(FaultDuties):
         workspace = self._workspace(claim)
         if workspace is None:
             return None
+        env[WORKSPACE_ENV] = json.dumps(workspace.to_json())  # the worker need not resolve it
         request = SpawnRequest(
-            env=env, cwd=str(workspace),
+            env=env, cwd=str(workspace.path),
             log=str(self.home / "logs" / f"{claim.card_id}-{claim.attempt}.log"))
         try:
             pid = self.spawner.spawn(request)
@@ -330,7 +333,7 @@ class Dispatcher(FaultDuties):
         self.workers.add(LocalWorker(claim, pid, claim.profile, timeout))
         return pid
 
-    def _workspace(self, claim: Claim) -> Path | None:
+    def _workspace(self, claim: Claim) -> ws.Workspace | None:
         """The card's working directory, made ready (a git worktree is checked out); a spec
         that cannot be met fails the card with the reason."""
         try:
@@ -354,7 +357,7 @@ class Dispatcher(FaultDuties):
                                      now=self.kb.clock(),
                                      actor=Actor(f"dispatcher:{self.id}", claim.claim_token))
             return None
-        return workspace.path
+        return workspace
 
     def reap_exited(self) -> None:
         """Record each exited worker; an exit stays queued until it is recorded."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kanban.errors import ValidationError
 from kanban.state.plans import Plan, Query, run_plan
@@ -26,6 +27,9 @@ SCRATCH, DIR, WORKTREE, PARENT = "scratch", "dir", "worktree", "parent"
 KINDS = (SCRATCH, DIR, WORKTREE, PARENT)
 MAX_SPEC = 4096
 _MAX_CHAIN = 64  # a longer chain of `parent` specs is a corrupt board, not a deep tree
+# The workspace the dispatcher resolved (and made) for a worker, as JSON: the worker does
+# not read the board again for it.
+WORKSPACE_ENV = "KANBAN_RESOLVED_WORKSPACE"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,16 @@ class Workspace:
     def to_json(self) -> dict[str, object]:
         return {"card_id": self.card_id, "kind": self.kind, "path": str(self.path),
                 "branch": self.branch}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Workspace:
+        """The workspace `to_json` described; ValueError when `data` is not one."""
+        try:
+            branch = data["branch"]
+            return cls(int(data["card_id"]), str(data["kind"]), Path(str(data["path"])),
+                       None if branch is None else str(branch))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a workspace: {exc}") from None
 
 
 def parse_spec(text: str | None) -> WorkspaceSpec:

@@ -6,6 +6,7 @@ Exit codes tell the dispatcher what the worker already recorded (see EXIT_*).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sys
@@ -58,7 +59,7 @@ from kanban.worker.runtime import build_runtime, key_values
 from kanban.worker.sandboxing import card_network, choose_runner, harden
 from kanban.worker.script import run_script
 from kanban.worker.watchdog import Watchdog
-from kanban.workspaces import WORKTREE, Workspace
+from kanban.workspaces import WORKSPACE_ENV, WORKTREE, Workspace
 
 T = TypeVar("T")
 RETRY = Backoff(first_s=0.1, cap_s=2.0)
@@ -85,17 +86,20 @@ class WorkerEnv:
     lease_s: float
     lease_until: datetime | None = None  # the claim's lease, by the store's clock
     timeout_s: float | None = None  # the card's timeout, enforced by itself if orphaned
+    workspace: Workspace | None = None  # as the dispatcher resolved it (else read here)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerEnv:
         try:
             until = env.get("KANBAN_LEASE_UNTIL")
             timeout = env.get("KANBAN_TIMEOUT_S")
+            workspace = env.get(WORKSPACE_ENV)
             return cls(env["KANBAN_DB"], env["KANBAN_BOARD"], int(env["KANBAN_CARD"]),
                        env["KANBAN_CLAIM_TOKEN"], int(env["KANBAN_RUN"]),
                        float(env.get("KANBAN_LEASE_S", "30")),
                        datetime.fromisoformat(until) if until else None,
-                       float(timeout) if timeout else None)
+                       float(timeout) if timeout else None,
+                       Workspace.from_json(json.loads(workspace)) if workspace else None)
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"worker environment incomplete: {exc}") from None
 
@@ -266,7 +270,7 @@ def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, confi
             profile = config.profile(card.profile)
             secrets = sorted({*secrets, *key_values(profile, env)}, key=len, reverse=True)
             # Reads of the board: tried again while the database is away
-            workspace = _retrying(scope, lambda: scope.kb.workspace(
+            workspace = wenv.workspace or _retrying(scope, lambda: scope.kb.workspace(
                 card.id, setting.home, config.workspaces()))
             plan = _retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                      home=setting.home,
