@@ -187,11 +187,14 @@ def test_a_turns_commit_locks_the_card_before_the_run(kb: Kanban,
     from kanban.state.store import Conn
 
     updates: dict[int, list[str]] = {}  # per transaction (a Conn each), the tables updated
+    kept: list[Conn] = []  # alive, so no later transaction's Conn reuses an id seen here
     execute = Conn.execute
 
     def record(self: Conn, sql: str, params: Any = None) -> Any:
         words = sql.split()
         if words[:1] == ["UPDATE"] and words[1] in ("card", "run"):
+            if id(self) not in updates:
+                kept.append(self)
             updates.setdefault(id(self), []).append(words[1])
         return execute(self, sql, params)
 
