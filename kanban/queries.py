@@ -13,14 +13,8 @@ from typing import Any
 
 from kanban.activity import parse as parse_activity
 from kanban.approvals import pending_on_board_plan
-from kanban.cards import (
-    CARD_SELECT,
-    CardFilter,
-    card_from_row,
-    filter_sql,
-    require_board,
-    require_board_plan,
-)
+from kanban.card_filter import CardFilter, filter_sql
+from kanban.cards import CARD_SELECT, card_from_row, require_board, require_board_plan
 from kanban.control import DispatcherInfo, PauseState, live_dispatchers_plan, pause_state_plan
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
@@ -343,7 +337,7 @@ def subtree_cost_plan(card_id: int) -> Plan[float]:
 
 
 # -- `kanban list`: a page of the newest cards, or every card streamed ------------------------
-# (CardFilter lives in kanban.cards: the web board's filters use it too)
+# (CardFilter lives in kanban.card_filter: the web board's filters use it too)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kanban import cards, dependencies, transitions
+from kanban import card_filter, cards, dependencies, transitions
 from kanban.cards import Added, NewCard
 from kanban.errors import LeaseLost
 from kanban.records import CardDetail, CardRecord, Claim
@@ -79,10 +79,10 @@ class Kanban:
     def list_cards(self, *, board: str | None = None, statuses: Sequence[str] = (),
                    include_archived: bool = False, limit: int | None = None) -> list[CardRecord]:
         with self.db.read() as conn:
-            return cards.list_cards(conn, board=board, statuses=statuses,
-                                    include_archived=include_archived, limit=limit)
+            return card_filter.list_cards(conn, board=board, statuses=statuses,
+                                          include_archived=include_archived, limit=limit)
 
-    def card_page(self, flt: queries.CardFilter, limit: int) -> queries.CardPage:
+    def card_page(self, flt: card_filter.CardFilter, limit: int) -> queries.CardPage:
         """The newest `limit` cards the filter matches, and how many it matches."""
         from kanban import queries
 
@@ -90,7 +90,7 @@ class Kanban:
             return queries.card_page(conn, flt, limit)
 
     @contextmanager
-    def stream_cards(self, flt: queries.CardFilter) -> Iterator[Iterator[CardRecord]]:
+    def stream_cards(self, flt: card_filter.CardFilter) -> Iterator[Iterator[CardRecord]]:
         """Every card the filter matches, newest first, read from one snapshot in batches."""
         from kanban import queries
 

@@ -13,13 +13,8 @@ from typing import Any
 import pytest
 
 from kanban import claims
-from kanban.cards import (
-    CardFilter,
-    NewCard,
-    boards_plan,
-    card_detail_plan,
-    list_cards_plan,
-)
+from kanban.card_filter import CardFilter, list_cards_plan
+from kanban.cards import NewCard, boards_plan, card_detail_plan
 from kanban.changes import changes_plan, headers_plan
 from kanban.errors import CardNotFound, DatabaseError, ValidationError
 from kanban.queries import (
