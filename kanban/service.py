@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kanban import card_filter, cards, dependencies, transitions
+from kanban import card_filter, cards, comments, dependencies, transitions, waiting
 from kanban.cards import Added, NewCard
 from kanban.errors import LeaseLost
 from kanban.records import CardDetail, CardRecord, Claim
@@ -116,8 +116,8 @@ class Kanban:
                 actor: Actor | None = None) -> int:
         """Comment on a card; a worker's actor makes the comment fenced by its lease."""
         with self.db.write() as conn:
-            return transitions.add_comment(conn, card_id, body, now=self.clock(), actor=actor,
-                                           author=author or (actor.name if actor else "user"))
+            return comments.add_comment(conn, card_id, body, now=self.clock(), actor=actor,
+                                        author=author or (actor.name if actor else "user"))
 
     # transitions
     def complete(self, card_id: int, summary: str, *, actor: Actor = USER,
@@ -142,7 +142,7 @@ class Kanban:
     def resume_settled(self) -> list[int]:
         """Safety net: waiting cards whose children have all finished go back to ready."""
         with self.db.write() as conn:
-            return transitions.resume_settled(conn, now=self.clock())
+            return waiting.resume_settled(conn, now=self.clock())
 
     # triage
     def triage_new(self, new: NewCard, *, decomposer: str, catalog: str) -> Added:
