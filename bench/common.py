@@ -215,6 +215,15 @@ def wait_until(predicate: Callable[[], T], *, timeout: float, what: str,
         time.sleep(interval)
 
 
+
+def start_together(start_at: float) -> float:
+    """Start together (wall clock: the processes share no monotonic origin); returns when."""
+    delay = start_at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    return time.time()
+
+
 # --- dispatchers as processes ---------------------------------------------------------------
 
 class DispatcherProcess:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from kanban.cards import get_card
+from kanban.comments import add_comment
 from kanban.cron import ledger
 from kanban.cron.checks import webhook_secret
 from kanban.cron.ledger import DeliveryRecord, DeliveryStatus
@@ -29,7 +30,6 @@ from kanban.state.config import Config
 from kanban.state.errors import KanbanError
 from kanban.state.store import Conn, Database
 from kanban.state.timeutil import utcnow
-from kanban.transitions import add_comment
 from kanban.validation import MAX_COMMENT
 
 BATCH = 20

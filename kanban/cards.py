@@ -200,17 +200,42 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
     require_board(conn, new.board)
     if new.key is not None and (existing := card_with_key(conn, new.board, new.key)):
         return Added(existing, created=False)
-    depth = 0
-    if new.parent_id is not None:
-        parent = get_card(conn, new.parent_id)
-        if parent.board != new.board:
-            raise ValidationError(f"parent #{parent.id} is on board {parent.board!r}, not "
-                                  f"{new.board!r}: children stay on their parent's board")
-        depth = parent.depth + 1
-    elif parse_spec(new.workspace).kind == PARENT:
-        raise ValidationError("workspace 'parent' needs a parent card")
+    depth = _depth(conn, new)
     for dep in set(new.depends_on):
         check_link(conn, None, dep, board=new.board)
+    status, run_after = _first_status(conn, new, now)
+    card_id = _insert(conn, new, status=status, depth=depth, run_after=run_after, now=now)
+    if card_id is None:  # lost the race for the key: the winner has committed its card
+        assert new.key is not None
+        existing = card_with_key(conn, new.board, new.key)
+        if existing is None:  # …and it was finished since: this add may create the card
+            return add(conn, new, now)
+        return Added(existing, created=False)
+    for dep in sorted(set(new.depends_on)):
+        conn.run("INSERT INTO dependency (card_id, depends_on_id) VALUES (:card, :dep)",
+                 {"card": card_id, "dep": dep})
+    _record_created(conn, card_id, new, status, run_after, now)
+    if status is CardStatus.TODO and (ended := ended_dependency(conn, card_id)) is not None:
+        # it would wait in todo for a card nobody will finish: blocked on it, naming it
+        block_on(conn, card_id, ended[0], f"is {ended[1]}", now, new.created_by)
+    return Added(get_card(conn, card_id), created=True)
+
+
+def _depth(conn: Conn, new: NewCard) -> int:
+    """How deep the new card sits below its root: its parent's depth and one."""
+    if new.parent_id is None:
+        if parse_spec(new.workspace).kind == PARENT:
+            raise ValidationError("workspace 'parent' needs a parent card")
+        return 0
+    parent = get_card(conn, new.parent_id)
+    if parent.board != new.board:
+        raise ValidationError(f"parent #{parent.id} is on board {parent.board!r}, not "
+                              f"{new.board!r}: children stay on their parent's board")
+    return parent.depth + 1
+
+
+def _first_status(conn: Conn, new: NewCard, now: datetime) -> tuple[CardStatus, datetime]:
+    """The state a new card starts in, and when it may first be claimed."""
     blocked_by = unfinished_dependencies(conn, new.depends_on)
     status = CardStatus.TODO if blocked_by else CardStatus.READY
     run_after = now
@@ -218,6 +243,12 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         status, run_after = CardStatus.SCHEDULED, new.run_at
     if new.triage:  # its decomposer's card does the work; it waits for the split
         status = CardStatus.TRIAGE
+    return status, run_after
+
+
+def _insert(conn: Conn, new: NewCard, *, status: CardStatus, depth: int, run_after: datetime,
+            now: datetime) -> int | None:
+    """The new card's id; None when a card with its key was added concurrently."""
     params: dict[str, Any] = {
         "board": new.board, "title": new.title.strip(), "goal": new.goal,
         "context": new.context, "status": status, "priority": new.priority,
@@ -232,16 +263,11 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
     }
     sql = _INSERT_CARD + (_ON_KEY_CONFLICT if new.key is not None else "") + "RETURNING id"
     row = conn.one(sql, params)
-    if row is None:  # lost the race for the key: the winner has committed its card
-        assert new.key is not None
-        existing = card_with_key(conn, new.board, new.key)
-        if existing is None:  # …and it was finished since: this add may create the card
-            return add(conn, new, now)
-        return Added(existing, created=False)
-    card_id = row[0]
-    for dep in sorted(set(new.depends_on)):
-        conn.run("INSERT INTO dependency (card_id, depends_on_id) VALUES (:card, :dep)",
-                 {"card": card_id, "dep": dep})
+    return None if row is None else row[0]
+
+
+def _record_created(conn: Conn, card_id: int, new: NewCard, status: CardStatus,
+                    run_after: datetime, now: datetime) -> None:
     extra: dict[str, Any] = {}
     if status is CardStatus.SCHEDULED:
         extra["scheduled_for"] = run_after.isoformat()
@@ -256,10 +282,6 @@ def add(conn: Conn, new: NewCard, now: datetime) -> Added:
         to=str(status), depends_on=sorted(set(new.depends_on)), parent_id=new.parent_id,
         **extra,
     )
-    if status is CardStatus.TODO and (ended := ended_dependency(conn, card_id)) is not None:
-        # it would wait in todo for a card nobody will finish: blocked on it, naming it
-        block_on(conn, card_id, ended[0], f"is {ended[1]}", now, new.created_by)
-    return Added(get_card(conn, card_id), created=True)
 
 
 def card_with_key(conn: Conn, board: str, key: str) -> CardRecord | None:
@@ -299,80 +321,6 @@ def cards_by_id_plan(ids: Iterable[int]) -> Plan[list[CardRecord]]:
 
 
 card_from_row = row_reader(CardRecord, CARD_COLUMNS)  # a CardRecord from a row of CARD_COLUMNS
-
-
-@dataclass(frozen=True)
-class CardFilter:
-    """Which cards a list shows: `kanban list` options and the web board's filters."""
-
-    board: str | None = None
-    statuses: Sequence[str] = ()
-    include_archived: bool = False
-    since: datetime | None = None  # created at or after
-    profile: str | None = None
-    text: str | None = None  # in the title, any case; `#12` or `12` also matches card 12
-    before: int | None = None  # ids below this one (the next page of a newest-first list)
-
-
-def list_cards(
-    conn: Conn,
-    *,
-    board: str | None = None,
-    statuses: Sequence[str] = (),
-    include_archived: bool = False,
-    limit: int | None = None,
-) -> list[CardRecord]:
-    flt = CardFilter(board=board, statuses=statuses, include_archived=include_archived)
-    return run_plan(conn, list_cards_plan(flt, limit=limit))
-
-
-def list_cards_plan(flt: CardFilter, *, limit: int | None = None) -> Plan[list[CardRecord]]:
-    """Cards oldest first (`kanban list --json` shape: CardRecord.to_json)."""
-    if flt.board is not None:
-        yield from require_board_plan(flt.board)
-    where, params = filter_sql(flt, prefix="")
-    sql = _CARD_SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
-    if limit is not None:
-        sql += " LIMIT :limit"
-        params["limit"] = limit
-    rows = yield Query(sql, params)
-    return [card_from_row(row) for row in rows]
-
-
-def filter_sql(flt: CardFilter, *, prefix: str = "c.") -> tuple[list[str], dict[str, object]]:
-    """WHERE terms and parameters for a CardFilter over `card` (aliased by `prefix`)."""
-    where: list[str] = []
-    params: dict[str, object] = {}
-    if flt.board is not None:
-        where.append(f"{prefix}board = :board")
-        params["board"] = flt.board
-    if flt.statuses:
-        marks, names = in_list("s", [str(CardStatus(s)) for s in flt.statuses])
-        where.append(f"{prefix}status IN ({marks})")
-        params.update(names)
-    if not flt.include_archived:
-        where.append(f"{prefix}archived_at IS NULL")
-    if flt.profile:
-        where.append(f"{prefix}profile = :profile")
-        params["profile"] = flt.profile
-    if flt.text and flt.text.strip():
-        text = flt.text.strip()
-        escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        # the database folds case on both sides, so SQLite and PostgreSQL each agree
-        term = f"lower({prefix}title) LIKE lower(:text) ESCAPE '\\'"
-        params["text"] = f"%{escaped}%"
-        number = text.removeprefix("#")
-        if number.isascii() and number.isdigit() and int(number) <= v.MAX_ID:
-            term = f"({term} OR {prefix}id = :text_id)"
-            params["text_id"] = int(number)
-        where.append(term)
-    if flt.since is not None:
-        where.append(f"{prefix}created_at >= :since")
-        params["since"] = flt.since
-    if flt.before is not None:
-        where.append(f"{prefix}id < :before")
-        params["before"] = flt.before
-    return where, params
 
 
 def card_detail(conn: Conn, card_id: int, *, board: str | None = None) -> CardDetail:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kanban.columns import BoardCard, board_cards_plan
 from kanban.control import DispatcherInfo, live_dispatchers_plan
-from kanban.queries import BOARD_ORDER, BoardCard, board_cards_plan, event_cursor_plan
+from kanban.queries import BOARD_ORDER, event_cursor_plan
 from kanban.state.plans import Plan, Query, in_list
 
 MAX_REPLAY = 2_000  # events; a viewer further behind than this reloads its board

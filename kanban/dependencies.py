@@ -112,6 +112,14 @@ def unfinished_dependencies(conn: Conn, ids: Sequence[int]) -> list[int]:
                               {f"i{n}": card_id for n, card_id in enumerate(ids)}))
 
 
+
+def status_after_dependencies(conn: Conn, card_id: int) -> CardStatus:
+    """Where a card returning to the queue goes: todo while a dependency is unfinished."""
+    deps = conn.column("SELECT depends_on_id FROM dependency WHERE card_id = :id",
+                       {"id": card_id})
+    return CardStatus.TODO if unfinished_dependencies(conn, deps) else CardStatus.READY
+
+
 _ALL_DONE = ("NOT EXISTS (SELECT 1 FROM dependency d JOIN card b ON b.id = d.depends_on_id "
              "WHERE d.card_id = card.id AND b.status != 'done')")
 SWEEP_BATCH = 500  # cards promoted per write transaction by the safety sweep

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kanban import transitions
+from kanban import comments, transitions
 from kanban import validation as v
 from kanban.cards import NewCard, add_card, get_card
 from kanban.dependencies import promote_dependents, release_dependents
@@ -123,7 +123,7 @@ def approve(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
                      now=now, board=board, kind="review_passed",
                      values={"finished_at": now, "feedback": None}, note=note)
     if note:
-        transitions.add_comment(conn, card_id, f"approved: {note}", author=actor.name, now=now)
+        comments.add_comment(conn, card_id, f"approved: {note}", author=actor.name, now=now)
     release_dependents(conn, card_id, now, actor=actor.name)  # as a completion does
     promote_dependents(conn, card_id, now, actor=actor.name)
     return get_card(conn, card_id)
@@ -159,8 +159,8 @@ def request_changes(conn: Conn, card_id: int, feedback: str, *, now: datetime,
                          values={**base, "run_after": now, "retry_base": card.attempt,
                                  "resume_base": card.attempt},
                          feedback=feedback, reviews=rounds)
-    transitions.add_comment(conn, card_id, f"changes requested: {feedback}", author=actor.name,
-                            now=now)
+    comments.add_comment(conn, card_id, f"changes requested: {feedback}", author=actor.name,
+                         now=now)
     return get_card(conn, card_id)
 
 
@@ -185,9 +185,9 @@ def helper_ended(conn: Conn, card_id: int, status: str, why: str | None, *,
     todo = ("decide with `kanban approve` or `kanban reject`" if role == REVIEWER_ROLE
             else "try again with `kanban triage`, or cancel it")
     because = f": {why}" if why else ""
-    transitions.add_comment(conn, subject, f"{role} card #{card_id} {status} without a "
-                            f"decision{because}"[:v.MAX_COMMENT - 200] + f"; {todo}",
-                            author="system", now=now)
+    comments.add_comment(conn, subject, f"{role} card #{card_id} {status} without a "
+                         f"decision{because}"[:v.MAX_COMMENT - 200] + f"; {todo}",
+                         author="system", now=now)
 
 
 def in_review(conn: Conn, card_id: int) -> bool:

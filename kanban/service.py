@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kanban import cards, dependencies, transitions
+from kanban import card_filter, cards, comments, dependencies, transitions, waiting
 from kanban.cards import Added, NewCard
 from kanban.errors import LeaseLost
 from kanban.records import CardDetail, CardRecord, Claim
@@ -79,10 +79,10 @@ class Kanban:
     def list_cards(self, *, board: str | None = None, statuses: Sequence[str] = (),
                    include_archived: bool = False, limit: int | None = None) -> list[CardRecord]:
         with self.db.read() as conn:
-            return cards.list_cards(conn, board=board, statuses=statuses,
-                                    include_archived=include_archived, limit=limit)
+            return card_filter.list_cards(conn, board=board, statuses=statuses,
+                                          include_archived=include_archived, limit=limit)
 
-    def card_page(self, flt: queries.CardFilter, limit: int) -> queries.CardPage:
+    def card_page(self, flt: card_filter.CardFilter, limit: int) -> queries.CardPage:
         """The newest `limit` cards the filter matches, and how many it matches."""
         from kanban import queries
 
@@ -90,7 +90,7 @@ class Kanban:
             return queries.card_page(conn, flt, limit)
 
     @contextmanager
-    def stream_cards(self, flt: queries.CardFilter) -> Iterator[Iterator[CardRecord]]:
+    def stream_cards(self, flt: card_filter.CardFilter) -> Iterator[Iterator[CardRecord]]:
         """Every card the filter matches, newest first, read from one snapshot in batches."""
         from kanban import queries
 
@@ -116,8 +116,8 @@ class Kanban:
                 actor: Actor | None = None) -> int:
         """Comment on a card; a worker's actor makes the comment fenced by its lease."""
         with self.db.write() as conn:
-            return transitions.add_comment(conn, card_id, body, now=self.clock(), actor=actor,
-                                           author=author or (actor.name if actor else "user"))
+            return comments.add_comment(conn, card_id, body, now=self.clock(), actor=actor,
+                                        author=author or (actor.name if actor else "user"))
 
     # transitions
     def complete(self, card_id: int, summary: str, *, actor: Actor = USER,
@@ -142,7 +142,7 @@ class Kanban:
     def resume_settled(self) -> list[int]:
         """Safety net: waiting cards whose children have all finished go back to ready."""
         with self.db.write() as conn:
-            return transitions.resume_settled(conn, now=self.clock())
+            return waiting.resume_settled(conn, now=self.clock())
 
     # triage
     def triage_new(self, new: NewCard, *, decomposer: str, catalog: str) -> Added:

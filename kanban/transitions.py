@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
-from kanban.children import SETTLED, Delegation, unsettled, waiting_on
+from kanban.children import SETTLED, Delegation, unsettled
+from kanban.comments import add_comment
 from kanban.dependencies import (
     demote_dependents,
     promote_dependents,
     release_dependents,
-    unfinished_dependencies,
+    status_after_dependencies,
 )
 from kanban.errors import CardNotFound, InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
@@ -133,8 +134,9 @@ def move(
     record_event(conn, board=row[0], card_id=card_id, run_id=run_id, kind=kind or action,
                  actor=actor.name, at=now, **status_change(frm, to, **data))
     if to in SETTLED and row[3]:  # the last child to finish wakes the card waiting on it
-        for waiter in waiting_on(conn, row[0], card_id):
-            resume_if_settled(conn, waiter, now=now, actor=Actor(f"card:#{card_id}"))
+        from kanban.waiting import wake_waiters  # it builds on this module
+
+        wake_waiters(conn, row[0], card_id, now=now)
     return Moved(str(row[0]), bool(row[1]), bool(row[2]))
 
 
@@ -196,7 +198,7 @@ def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor 
 
 def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
             actor: Actor = USER) -> CardRecord:
-    to = _status_after_deps(conn, card_id)
+    to = status_after_dependencies(conn, card_id)
     move(conn, card_id, Action.UNBLOCK, to, actor=actor, now=now,
           values={"error": None, "run_after": now}, note=note)
     _withdraw_approvals(conn, card_id, now, actor)
@@ -222,9 +224,8 @@ def cancel(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
     move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=actor, now=now,
          outcome=Outcome.CANCELLED, values={"finished_at": now, "error": reason}, reason=reason)
     _withdraw_approvals(conn, card_id, now, actor)
-    _dependency_ended(conn, card_id, "was cancelled" + (f": {reason}" if reason else ""), now,
-                      actor)
-    _helper_ended(conn, card_id, CardStatus.CANCELLED, reason, now)
+    _ended(conn, card_id, CardStatus.CANCELLED,
+           "was cancelled" + (f": {reason}" if reason else ""), reason, now, actor)
     if row is not None and row[0] == CardStatus.WAITING:
         for child in unsettled(conn, Delegation.from_json(row[1]).children):
             cancel(conn, child, now=now, actor=Actor(actor.name),
@@ -244,7 +245,7 @@ def retry(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER) -> Ca
         if holder is not None:
             raise InvalidTransition(f"cannot retry #{card_id}: #{holder.id} holds its key "
                                     f"{card.key!r} and is unfinished")
-    to = _status_after_deps(conn, card_id)
+    to = status_after_dependencies(conn, card_id)
     move(conn, card_id, Action.RETRY, to, actor=actor, now=now, values={
         "result": None, "error": None, "finished_at": None, "archived_at": None,
         "run_after": now, "retry_base": card.attempt, "resume_base": card.attempt,
@@ -295,8 +296,7 @@ def fail(conn: Conn, card_id: int, error: str, *, now: datetime, actor: Actor,
     error = error[:v.MAX_COMMENT]
     move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now, outcome=outcome,
           values={"error": error, "finished_at": now}, error=error)
-    _dependency_ended(conn, card_id, f"failed: {error}", now, actor)
-    _helper_ended(conn, card_id, CardStatus.FAILED, error, now)
+    _ended(conn, card_id, CardStatus.FAILED, f"failed: {error}", error, now, actor)
     return get_card(conn, card_id)
 
 
@@ -312,8 +312,7 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
         msg = f"{error} (attempt {used} of {card.max_attempts}; no attempts left)"
         move(conn, card_id, Action.FAIL, CardStatus.FAILED, actor=actor, now=now,
               outcome=outcome, values={"error": msg, "finished_at": now}, error=msg)
-        _dependency_ended(conn, card_id, f"failed: {msg}", now, actor)
-        _helper_ended(conn, card_id, CardStatus.FAILED, msg, now)
+        _ended(conn, card_id, CardStatus.FAILED, f"failed: {msg}", msg, now, actor)
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
@@ -354,72 +353,23 @@ def wait(conn: Conn, card_id: int, delegation: Delegation, *, now: datetime,
           outcome=Outcome.WAITING, kind="waiting",
           values={"waiting_on": delegation.to_json(), "retry_base": int(base) + 1},
           children=list(delegation.children))
+    from kanban.waiting import resume_if_settled  # it builds on this module
+
     resume_if_settled(conn, card_id, now=now, actor=actor)
     return get_card(conn, card_id)
 
 
-def resume_if_settled(conn: Conn, card_id: int, *, now: datetime, actor: Actor) -> bool:
-    """A waiting card whose children have all finished goes back to ready (its next claim
-    resumes the conversation); True if it did."""
-    row = conn.one("SELECT status, waiting_on FROM card WHERE id = :id", {"id": card_id})
-    if row is None or row[0] != CardStatus.WAITING:
-        return False
-    delegation = Delegation.from_json(row[1])
-    if unsettled(conn, delegation.children):
-        return False
-    move(conn, card_id, Action.RESUME, CardStatus.READY, actor=Actor(actor.name), now=now,
-          kind="resumed", values={"run_after": now}, children=list(delegation.children))
-    return True
-
-
-def resume_settled(conn: Conn, *, now: datetime) -> list[int]:
-    """Every waiting card whose children have all finished, back to ready (a safety net:
-    the last child's transition does this itself)."""
-    waiting = conn.column("SELECT id FROM card WHERE status = 'waiting' ORDER BY id")
-    return [card_id for card_id in waiting
-            if resume_if_settled(conn, card_id, now=now, actor=Actor("system"))]
-
-
-def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: datetime,
-                board: str | None = None, actor: Actor | None = None) -> int:
-    """Comment on a card; with a worker's actor the comment is fenced by its lease."""
-    v.text(body, "comment", v.MAX_COMMENT, required=True)
-    if actor is not None and actor.claim_token is not None:
-        own = conn.one("SELECT id FROM card WHERE claim_token = :token AND "
-                                    "status = 'running'", {"token": actor.claim_token})
-        if own is None:
-            raise LeaseLost(f"{actor.name}: lease lost; this worker must stop")
-    target = conn.one("SELECT board FROM card WHERE id = :id", {"id": card_id})
-    if target is None or (board is not None and target[0] != board):
-        raise CardNotFound(card_id, board)
-    comment_id = conn.scalar(
-        "INSERT INTO comment (card_id, author, body, at) VALUES (:card_id, :author, :body, :at) "
-        "RETURNING id", {"card_id": card_id, "author": author, "body": body, "at": now})
-    record_event(conn, board=target[0], card_id=card_id, kind="commented", actor=author, at=now,
-                 comment_id=comment_id)
-    return int(comment_id)
-
-
-def _helper_ended(conn: Conn, card_id: int, status: str, why: str | None,
-                  now: datetime) -> None:
-    from kanban.review import helper_ended  # review gates and triage build on this module
-
-    helper_ended(conn, card_id, status, why, now=now)
-
-
-def _dependency_ended(conn: Conn, card_id: int, how: str, now: datetime, actor: Actor) -> None:
-    from kanban.dependency_failure import dependency_ended  # it builds on this module
+def _ended(conn: Conn, card_id: int, status: str, how: str, why: str | None, now: datetime,
+           actor: Actor) -> None:
+    """A card failed or was cancelled: its dependents, then the card it reviews or triages."""
+    from kanban.dependency_failure import dependency_ended  # both build on this module
+    from kanban.review import helper_ended
 
     dependency_ended(conn, card_id, how, now=now, actor=actor.name)
+    helper_ended(conn, card_id, status, why, now=now)
 
 
 def _block_if_dependency_ended(conn: Conn, card_id: int, now: datetime, actor: Actor) -> None:
     from kanban.dependency_failure import block_if_dependency_ended
 
     block_if_dependency_ended(conn, card_id, now=now, actor=actor.name)
-
-
-def _status_after_deps(conn: Conn, card_id: int) -> CardStatus:
-    deps = conn.column("SELECT depends_on_id FROM dependency WHERE card_id = :id",
-                       {"id": card_id})
-    return CardStatus.TODO if unfinished_dependencies(conn, deps) else CardStatus.READY

@@ -3,38 +3,15 @@ migrated database. The runtime never imports this module. Schema changes need a 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DDL, BigInteger, Column, Index, UniqueConstraint, event, text
-from sqlalchemy.types import DateTime, TypeDecorator
+from sqlalchemy import BigInteger, Column, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
+from kanban.state.model_triggers import add_triggers
 from kanban.state.timeutil import utcnow
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes on every backend (SQLite: fixed-width ISO text)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: object) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to a UTC column")
-        value = value.astimezone(UTC)
-        if getattr(dialect, "name", "") == "sqlite":
-            return value.replace(tzinfo=None)
-        return value
-
-    def process_result_value(self, value: datetime | None, dialect: object) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+from kanban.state.utc_datetime import UTCDateTime
 
 
 def _where(clause: str) -> dict[str, Any]:
@@ -375,78 +352,5 @@ class SchemaMigration(SQLModel, table=True):
     applied_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 
 
-# SQLite full-text search: FTS5 tables over card, comment and message, kept current by
-# triggers in the writing transaction (the same statements as migration 5).
-_FTS_SOURCES = {
-    "card": ("title", "goal", "context", "result"),
-    "comment": ("body",),
-    "message": ("content", "tool_calls"),
-}
-
-
-def _fts_statements(table: str, columns: tuple[str, ...]) -> list[str]:
-    """The FTS5 table over `table` and the three triggers that keep it current."""
-    cols = ", ".join(columns)
-    fts = f"{table}_fts"
-    add = (f"INSERT INTO {fts} (rowid, {cols}) VALUES "
-           f"(new.id, {', '.join('new.' + c for c in columns)});")
-    drop = (f"INSERT INTO {fts} ({fts}, rowid, {cols}) VALUES "
-            f"('delete', old.id, {', '.join('old.' + c for c in columns)});")
-    # A card row changes on every claim: reindex it only when its text changed.
-    when = ("WHEN " + " OR ".join(f"old.{c} IS NOT new.{c}" for c in columns) + " "
-            if table == "card" else "")
-    return [
-        f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='{table}', content_rowid='id')",
-        f"CREATE TRIGGER {fts}_insert AFTER INSERT ON {table} BEGIN {add} END",
-        f"CREATE TRIGGER {fts}_delete AFTER DELETE ON {table} BEGIN {drop} END",
-        f"CREATE TRIGGER {fts}_update AFTER UPDATE OF {cols} ON {table} {when}"
-        f"BEGIN {drop} {add} END",
-    ]
-
-
-for _table, _columns in _FTS_SOURCES.items():
-    for _statement in _fts_statements(_table, _columns):
-        event.listen(SQLModel.metadata, "after_create",
-                     DDL(_statement).execute_if(dialect="sqlite"))
-
-
-# The column counts follow every insert, delete and change of a card's status, archive time
-# or board (the same statements as migration 9).
-_COUNT_UP = ("INSERT INTO card_count (board, status, n) VALUES (new.board, new.status, 1) "
-             "ON CONFLICT (board, status) DO UPDATE SET n = n + 1;")
-_COUNT_DOWN = "UPDATE card_count SET n = n - 1 WHERE board = old.board AND status = old.status;"
-_COUNT_SQLITE = [
-    f"CREATE TRIGGER card_count_insert AFTER INSERT ON card WHEN new.archived_at IS NULL "
-    f"BEGIN {_COUNT_UP} END",
-    f"CREATE TRIGGER card_count_delete AFTER DELETE ON card WHEN old.archived_at IS NULL "
-    f"BEGIN {_COUNT_DOWN} END",
-    "CREATE TRIGGER card_count_leave AFTER UPDATE OF status, archived_at, board ON card "
-    "WHEN old.archived_at IS NULL AND (new.status IS NOT old.status OR new.archived_at IS NOT "
-    f"NULL OR new.board IS NOT old.board) BEGIN {_COUNT_DOWN} END",
-    "CREATE TRIGGER card_count_enter AFTER UPDATE OF status, archived_at, board ON card "
-    "WHEN new.archived_at IS NULL AND (new.status IS NOT old.status OR old.archived_at IS NOT "
-    f"NULL OR new.board IS NOT old.board) BEGIN {_COUNT_UP} END",
-]
-_COUNT_POSTGRES = [
-    """CREATE FUNCTION card_count_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP <> 'INSERT' AND OLD.archived_at IS NULL THEN
-        UPDATE card_count SET n = n - 1 WHERE board = OLD.board AND status = OLD.status;
-    END IF;
-    IF TG_OP <> 'DELETE' AND NEW.archived_at IS NULL THEN
-        INSERT INTO card_count (board, status, n) VALUES (NEW.board, NEW.status, 1)
-        ON CONFLICT (board, status) DO UPDATE SET n = card_count.n + 1;
-    END IF;
-    RETURN NULL;
-END $$""",
-    "CREATE TRIGGER card_count_insert_delete AFTER INSERT OR DELETE ON card FOR EACH ROW "
-    "EXECUTE FUNCTION card_count_change()",
-    "CREATE TRIGGER card_count_update AFTER UPDATE OF status, archived_at, board ON card "
-    "FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR (OLD.archived_at IS NULL) "
-    "<> (NEW.archived_at IS NULL) OR OLD.board IS DISTINCT FROM NEW.board) "
-    "EXECUTE FUNCTION card_count_change()",
-]
-for _dialect, _statements in (("sqlite", _COUNT_SQLITE), ("postgresql", _COUNT_POSTGRES)):
-    for _statement in _statements:
-        event.listen(SQLModel.metadata, "after_create",
-                     DDL(_statement).execute_if(dialect=_dialect))
+# The full-text tables and the triggers, as their migrations (5 and 9) wrote them.
+add_triggers(SQLModel.metadata)

@@ -249,7 +249,24 @@ def tool_for(config: Config) -> Tool:
     listed = "; ".join(f"{name}: {config.profiles[name].description or 'no description'} "
                        f"(toolsets {', '.join(config.profiles[name].toolsets)})"
                        for name in profiles)
-    task = {
+    task = _task_schema(config, profiles)
+    schema = {"type": "object", "properties": {"tasks": {"type": "array", "items": task,
+                                                         "minItems": 1}},
+              "required": ["tasks"], "additionalProperties": False}
+    description = (
+        "Delegate tasks to workers as cards on the board and wait for them. Each task has "
+        "a title, a goal and optional context; `after` lists indexes of earlier tasks in "
+        "the same call that must finish first; `key` reuses an unfinished card added with the "
+        "same key instead of adding another; `skills` names skills the worker gets. Returns "
+        "each child's status and summary, and any requested toolsets that were not granted. "
+        f"Profiles: {listed}.")
+    return Tool("delegate", description, schema, delegate, TOOLSET, takes_context=True,
+                parallel=False)
+
+
+def _task_schema(config: Config, profiles: list[str]) -> dict[str, Any]:
+    """The JSON schema of one delegated task."""
+    return {
         "type": "object",
         "properties": {
             "title": {"type": "string", "minLength": 1, "maxLength": 200},
@@ -282,18 +299,6 @@ def tool_for(config: Config) -> Tool:
         "required": ["title", "goal"],
         "additionalProperties": False,
     }
-    schema = {"type": "object", "properties": {"tasks": {"type": "array", "items": task,
-                                                         "minItems": 1}},
-              "required": ["tasks"], "additionalProperties": False}
-    description = (
-        "Delegate tasks to workers as cards on the board and wait for them. Each task has "
-        "a title, a goal and optional context; `after` lists indexes of earlier tasks in "
-        "the same call that must finish first; `key` reuses an unfinished card added with the "
-        "same key instead of adding another; `skills` names skills the worker gets. Returns "
-        "each child's status and summary, and any requested toolsets that were not granted. "
-        f"Profiles: {listed}.")
-    return Tool("delegate", description, schema, delegate, TOOLSET, takes_context=True,
-                parallel=False)
 
 
 def register(registry: ToolRegistry) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kanban import cards, claims, dependencies, transitions
+from kanban import cards, claims, comments, dependencies, transitions
 from kanban.agent.types import ToolResult
 from kanban.cards import NewCard
 from kanban.children import check_child_limit
@@ -108,9 +108,9 @@ def kanban_heartbeat(args: dict[str, Any], scope: WorkerScope) -> str:
 def kanban_comment(args: dict[str, Any], scope: WorkerScope) -> str:
     target = args.get("card_id", scope.card_id)
     with scope.fenced() as conn:
-        transitions.add_comment(conn, target, args["body"], author=scope.actor.name,
-                                actor=scope.actor,
-                                now=scope.kb.clock(), board=scope.board)
+        comments.add_comment(conn, target, args["body"], author=scope.actor.name,
+                             actor=scope.actor,
+                             now=scope.kb.clock(), board=scope.board)
     return f"commented on #{target}"
 
 

@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from kanban import transitions
-from kanban.cards import CardFilter, get_card, list_cards_plan
+from kanban.card_filter import CardFilter, list_cards_plan
+from kanban.cards import get_card
 from kanban.state.plans import run_plan
 from kanban.states import CardStatus
 from kanban.tools.registry import ToolRegistry

@@ -7,7 +7,8 @@ from datetime import datetime
 from kanban.activity import describe as describe_activity
 from kanban.cli.output import one_line, paint, plural
 from kanban.cli.plain import status_word
-from kanban.queries import BOARD_ORDER, BoardCard, BoardSnapshot
+from kanban.columns import BoardCard
+from kanban.queries import BOARD_ORDER, BoardSnapshot
 from kanban.state.timeutil import utcnow
 from kanban.when import age, until
 

@@ -30,8 +30,8 @@ def _kanban(ctx: click.Context) -> Any:
 
 def card_ids(ctx: click.Context, incomplete: str) -> list[CompletionItem]:
     """Unfinished cards of the board first (newest first), with their titles as help."""
+    from kanban.card_filter import CardFilter
     from kanban.cli.base import board_filter
-    from kanban.queries import CardFilter
 
     def lookup() -> list[CompletionItem]:
         prefix = incomplete.removeprefix("#")

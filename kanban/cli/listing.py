@@ -43,7 +43,7 @@ def list_cards(ctx: click.Context, statuses: tuple[str, ...], limit: int, every:
     A footer on stderr says how many more there are. Titles are never cut: pipe the
     output to grep, sort or cut as you like.
     """
-    from kanban.queries import CardFilter
+    from kanban.card_filter import CardFilter
 
     flt = CardFilter(board=board_of(ctx), statuses=tuple(s.lower() for s in statuses),
                      include_archived=archived, since=since)

@@ -15,7 +15,8 @@ from rich.text import Text
 from kanban.activity import describe as describe_activity
 from kanban.cli.output import is_terminal
 from kanban.cli.plain import STATUS_STYLE
-from kanban.queries import BoardCard, BoardSnapshot
+from kanban.columns import BoardCard
+from kanban.queries import BoardSnapshot
 from kanban.state.timeutil import utcnow
 from kanban.textsafety import visible
 from kanban.when import age, until

@@ -18,10 +18,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kanban.approvals import ApprovalRecord, for_card_plan
-from kanban.cards import CardFilter, boards_plan, card_detail_plan
+from kanban.card_filter import CardFilter
+from kanban.cards import boards_plan, card_detail_plan
 from kanban.children import TreeTotals, tree_totals_plan
+from kanban.columns import MAX_PAGE, column_plan
 from kanban.errors import ValidationError
-from kanban.queries import MAX_PAGE, board_snapshot_plan, card_page_plan, column_plan
+from kanban.queries import board_snapshot_plan, card_page_plan
 from kanban.readmodels import transcript_plan
 from kanban.records import CardDetail
 from kanban.state.plans import Plan

@@ -18,8 +18,9 @@ from starlette.routing import Route
 
 from kanban.approvals import ApprovalRecord, for_card_plan
 from kanban.cards import boards_plan, card_detail_plan
+from kanban.columns import BoardCard, column_plan
 from kanban.errors import ConfigError, ValidationError
-from kanban.queries import BOARD_ORDER, BoardCard, board_snapshot_plan, column_plan
+from kanban.queries import BOARD_ORDER, board_snapshot_plan
 from kanban.readmodels import ChildNode, Transcript, child_tree_plan, transcript_plan
 from kanban.records import CardDetail
 from kanban.state.config import load_config

@@ -10,7 +10,7 @@ import jinja2
 import markupsafe
 
 from kanban.activity import describe, money
-from kanban.queries import BoardCard
+from kanban.columns import BoardCard
 from kanban.states import TERMINAL
 from kanban.textsafety import visible
 from kanban.when import age

@@ -13,21 +13,12 @@ from typing import Any
 import pytest
 
 from kanban import claims
-from kanban.cards import (
-    CardFilter,
-    NewCard,
-    boards_plan,
-    card_detail_plan,
-    list_cards_plan,
-)
+from kanban.card_filter import CardFilter, list_cards_plan
+from kanban.cards import NewCard, boards_plan, card_detail_plan
 from kanban.changes import changes_plan, headers_plan
+from kanban.columns import column_plan
 from kanban.errors import CardNotFound, DatabaseError, ValidationError
-from kanban.queries import (
-    board_snapshot_plan,
-    card_page_plan,
-    column_plan,
-    event_cursor_plan,
-)
+from kanban.queries import board_snapshot_plan, card_page_plan, event_cursor_plan
 from kanban.readmodels import child_tree_plan, transcript_plan
 from kanban.service import Kanban
 from kanban.state.aio import AsyncDatabase, open_async

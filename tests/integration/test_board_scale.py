@@ -16,7 +16,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from kanban.cards import NewCard, boards_plan, card_detail_plan
-from kanban.queries import board_cards_plan, board_snapshot_plan, column_plan
+from kanban.columns import board_cards_plan, column_plan
+from kanban.queries import board_snapshot_plan
 from kanban.service import Kanban
 from kanban.state.plans import run_plan
 from kanban.state.store import Database

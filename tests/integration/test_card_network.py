@@ -7,7 +7,7 @@ from pathlib import Path
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
-from kanban.state.config import parse_config
+from kanban.state.config_parse import parse_config
 from kanban.worker.sandboxing import card_network
 
 

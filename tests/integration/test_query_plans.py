@@ -21,10 +21,12 @@ from typing import Any
 import pytest
 
 from kanban import approvals, claims, control, gc
-from kanban.cards import CardFilter, NewCard, card_detail_plan
+from kanban.card_filter import CardFilter
+from kanban.cards import NewCard, card_detail_plan
 from kanban.changes import changes_plan
+from kanban.columns import column_plan
 from kanban.cron.firing import fire_due_jobs
-from kanban.queries import board_snapshot_plan, card_page_plan, column_plan
+from kanban.queries import board_snapshot_plan, card_page_plan
 from kanban.readmodels import transcript_plan
 from kanban.service import Kanban
 from kanban.state.plans import run_plan

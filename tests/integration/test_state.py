@@ -346,6 +346,6 @@ def test_values_are_validated_when_loaded(tmp_path: Path, case: str) -> None:
 
 def test_config_providers_match_the_agent_runtime() -> None:
     from kanban.agent.model import PROVIDERS
-    from kanban.state.config import MODEL_PROVIDERS
+    from kanban.state.profile_parse import MODEL_PROVIDERS
 
     assert set(MODEL_PROVIDERS) == set(PROVIDERS)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kanban import transitions
+from kanban import comments, transitions
 from kanban.agent.types import ToolCall
 from kanban.errors import LeaseLost
 from kanban.service import Kanban
@@ -342,7 +342,7 @@ def _assert_stale_writes_refused(board: BoardFiles, stale: WorkerScope, other: i
     kb, card, token = board.kb, stale.card_id, stale.claim_token
     before = _everything(board.path)
     with pytest.raises(LeaseLost), stale.fenced() as conn:
-        transitions.add_comment(conn, card, "late", author=stale.actor.name, now=kb.clock())
+        comments.add_comment(conn, card, "late", author=stale.actor.name, now=kb.clock())
     with pytest.raises(LeaseLost):
         kb.heartbeat(card, token, run_id=stale.run_id, lease_s=30, note="late")
     with pytest.raises(LeaseLost):

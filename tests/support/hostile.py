@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kanban import transitions
+from kanban import comments
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
@@ -251,9 +251,9 @@ def _hammer_once(kb: Kanban, rng: random.Random, seed: int, op: int,
             scope = WorkerScope(kb, claim.board, claim.card_id, claim.claim_token,
                                 claim.run_id, lease_s=HAMMER_LEASE_S)
             with scope.fenced() as conn:
-                transitions.add_comment(conn, claim.card_id, f"comment {seed}-{op}",
-                                        author=scope.actor.name, now=kb.clock(),
-                                        board=claim.board)
+                comments.add_comment(conn, claim.card_id, f"comment {seed}-{op}",
+                                     author=scope.actor.name, now=kb.clock(),
+                                     board=claim.board)
             kb.complete(claim.card_id, f"done by {seed}", actor=scope.actor)
             record["completed"].append(claim.card_id)
     else:

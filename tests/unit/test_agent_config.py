@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kanban.state.config import ModelPrice, Profile, parse_config
+from kanban.state.config import ModelPrice, Profile
+from kanban.state.config_parse import parse_config
 from kanban.state.errors import ConfigError
 
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from kanban import claims, transitions
+from kanban import claims, comments, transitions
 from kanban.cards import NewCard
 from kanban.errors import LeaseLost
 from kanban.records import Claim
@@ -242,8 +242,8 @@ def _fenced_comment(kb: Kanban, card_id: int, claim: Claim) -> int:
     """A worker's comment: lease check and insert in one transaction."""
     with kb.db.write() as conn:
         transitions.assert_lease(conn, card_id, claim.claim_token)
-        return transitions.add_comment(conn, card_id, "from the worker", author="card",
-                                       now=kb.clock())
+        return comments.add_comment(conn, card_id, "from the worker", author="card",
+                                    now=kb.clock())
 
 
 @pytest.mark.parametrize("write", list(FENCED_WRITES))

@@ -10,7 +10,7 @@ from kanban.attachments import Attachments
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.skills import UnknownSkill
-from kanban.state.config import parse_config
+from kanban.state.config_parse import parse_config
 from kanban.tools.scope import WorkerScope
 from kanban.worker.plan import prepare_run, preview_run, toolbox_for
 

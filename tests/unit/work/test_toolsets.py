@@ -6,7 +6,8 @@ import pytest
 
 from kanban import toolsets
 from kanban.errors import ValidationError
-from kanban.state.config import Profile, parse_config
+from kanban.state.config import Profile
+from kanban.state.config_parse import parse_config
 from kanban.state.errors import ConfigError
 from kanban.tools.delegate import grant, routable, tool_for
 

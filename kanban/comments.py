@@ -1,0 +1,34 @@
+"""Comments on cards, by people and by workers (a worker's fenced by its lease)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from kanban import validation as v
+from kanban.errors import CardNotFound, LeaseLost
+from kanban.events import record_event
+from kanban.state.store import Conn
+
+if TYPE_CHECKING:
+    from kanban.transitions import Actor
+
+
+def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: datetime,
+                board: str | None = None, actor: Actor | None = None) -> int:
+    """Comment on a card; with a worker's actor the comment is fenced by its lease."""
+    v.text(body, "comment", v.MAX_COMMENT, required=True)
+    if actor is not None and actor.claim_token is not None:
+        own = conn.one("SELECT id FROM card WHERE claim_token = :token AND "
+                                    "status = 'running'", {"token": actor.claim_token})
+        if own is None:
+            raise LeaseLost(f"{actor.name}: lease lost; this worker must stop")
+    target = conn.one("SELECT board FROM card WHERE id = :id", {"id": card_id})
+    if target is None or (board is not None and target[0] != board):
+        raise CardNotFound(card_id, board)
+    comment_id = conn.scalar(
+        "INSERT INTO comment (card_id, author, body, at) VALUES (:card_id, :author, :body, :at) "
+        "RETURNING id", {"card_id": card_id, "author": author, "body": body, "at": now})
+    record_event(conn, board=target[0], card_id=card_id, kind="commented", actor=author, at=now,
+                 comment_id=comment_id)
+    return int(comment_id)

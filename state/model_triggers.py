@@ -1,0 +1,31 @@
+"""What the models cannot declare: SQLite's full-text tables with the triggers that keep them
+current (migration 5) and the column-count triggers (migration 9). Read from those frozen
+migrations, so each statement is written once."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from sqlalchemy import DDL, MetaData, event
+
+from kanban.state.migrations import statements
+
+_SOURCES = ("0005_daily", "0009_hot_paths")
+# Tables and indexes come from the models, backfills only from the migrations.
+_KINDS = ("CREATE VIRTUAL TABLE ", "CREATE TRIGGER ", "CREATE FUNCTION ")
+
+
+def trigger_statements(dialect: str) -> list[str]:
+    """The full-text and column-count DDL of `dialect`'s migrations, in their order."""
+    found: list[str] = []
+    for stem in _SOURCES:
+        text = resources.files("kanban.state.migrations").joinpath(f"{stem}.{dialect}.sql")
+        found += [s for s in statements(text.read_text()) if s.startswith(_KINDS)]
+    return found
+
+
+def add_triggers(metadata: MetaData) -> None:
+    """Run each dialect's statements after `metadata.create_all` made the tables."""
+    for dialect in ("sqlite", "postgresql"):
+        for statement in trigger_statements(dialect):
+            event.listen(metadata, "after_create", DDL(statement).execute_if(dialect=dialect))
