@@ -12,66 +12,45 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
 
-from kanban import transitions
-from kanban.agent.errors import FatalModelError
-from kanban.agent.interrupt import Interrupt
-from kanban.agent.limits import Limits, StopReason
-from kanban.agent.loop import AgentResult
-from kanban.agent.scripted import resume_scripts
-from kanban.agent.types import Message
 from kanban.attachments import Attachments
-from kanban.children import tree_budget_spent
-from kanban.errors import KanbanError, LeaseLost, ValidationError
-from kanban.events import record_event
 from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state import open_database
 from kanban.state.config import Config
-from kanban.state.errors import ConfigError, DatabaseError, TransientDatabaseError
+from kanban.state.errors import ConfigError, DatabaseError
 from kanban.state.paths import DbLocation
-from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
+from kanban.state.retry import retry_transient
 from kanban.state.sqlite import BUSY_SLICE_S
 from kanban.state.store import Database
-from kanban.states import Outcome
-from kanban.textsafety import clean_text
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
 from kanban.triage import TRIAGED_ROLE
-from kanban.validation import MAX_SUMMARY
 from kanban.worker import gates, warm
-from kanban.worker import toolbox as tools
-from kanban.worker.activity import Activity
+from kanban.worker.agent_card import Setting, run_agent_card
 from kanban.worker.handoff import receive
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.materials import place_materials
-from kanban.worker.orchestrator import opening, orchestrator_scope, wait
-from kanban.worker.plan import WorkerPlan, prepare_run
-from kanban.worker.redact import redact, secrets_in
-from kanban.worker.resume import stored_conversation
-from kanban.worker.runtime import build_runtime, key_values
-from kanban.worker.sandboxing import card_network, choose_runner, harden
+from kanban.worker.outcome import (
+    EXIT_BAD_ENV,
+    EXIT_FATAL,
+    EXIT_INFRA,
+    EXIT_LEASE_LOST,
+    EXIT_OK,
+    fail,
+    retrying,
+)
+from kanban.worker.sandboxing import harden
 from kanban.worker.script import run_script
 from kanban.worker.watchdog import Watchdog
-from kanban.workspaces import WORKSPACE_ENV, WORKTREE, Workspace
+from kanban.workspaces import WORKSPACE_ENV, Workspace
 
-T = TypeVar("T")
-RETRY = Backoff(first_s=0.1, cap_s=2.0)
-COMMAND_TOOLSETS = ("terminal",)  # toolsets whose tools start commands
-
-EXIT_OK = 0  # the worker recorded the outcome itself
-EXIT_FATAL = 3  # a fatal error; the card was failed
-# The host's faults, not the card's: no space, read-only file system, I/O, quota.
 HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
-EXIT_INFRA = 74  # the database could not be opened or written: the host's fault, not the card's
-EXIT_LEASE_LOST = 75  # the lease was lost; nothing more was written
-EXIT_BAD_ENV = 78  # the worker was started without its environment
 
 
 @dataclass(frozen=True)
@@ -129,7 +108,7 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
         try:
             config = warm.config(env)
         except ConfigError as exc:  # never a quiet fallback to defaults (or the demo model)
-            return _fail(_scope(kb, wenv, None), f"config: {exc.message}")
+            return fail(_scope(kb, wenv, None), f"config: {exc.message}")
         return run_card(kb, wenv, config, env, runner=runner, home=location.home)
     except DatabaseError as exc:
         return _infrastructure(exc)
@@ -202,43 +181,15 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
     if wenv.timeout_s:  # kept by the heartbeat threads the card's steps start
         scope.deadline = Watchdog(scope, wenv.timeout_s)
     try:
-        card = _retrying(scope, lambda: kb.card(wenv.card_id))
+        card = retrying(scope, lambda: kb.card(wenv.card_id))
         if card.command is not None:  # a script card: a command, no model
             return _run_script_card(scope, card, wenv, env, setting.runner)
         if card.role == TRIAGED_ROLE:  # its children finished: their results are its own
             gates.roll_up(scope, card)
             return EXIT_OK
-        return _run_agent_card(scope, card, wenv, config, env, setting)
+        return run_agent_card(scope, card, wenv, config, env, setting)
     finally:
         scope.deadline = None
-
-
-def _retrying(scope: WorkerScope, fn: Callable[[], T]) -> T:
-    """fn, tried again while the database is away; it ends when the lease runs out (the
-    next fenced write then raises LeaseLost and the worker stops)."""
-
-    def attempt() -> T:
-        try:
-            scope.check_lease()
-            return fn()
-        except LeaseLost as exc:
-            scope.on_lease_lost(exc.message)
-            raise
-
-    def say(exc: TransientDatabaseError, delay: float) -> None:
-        print(f"kanban worker: database unavailable ({exc}); retrying in {delay:.1f}s",
-              file=sys.stderr, flush=True)
-
-    return retry_transient(attempt, backoff=RETRY, on_retry=HostFaultPatience(then=say))
-
-
-@dataclass(frozen=True)
-class Setting:
-    """Where and with what the card's tools work."""
-
-    runner: Runner
-    home: Path  # the board's folder: workspaces/, logs/, config.toml
-    started: float  # time.monotonic() when the worker began: the card's time runs from it
 
 
 def _run_script_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv,
@@ -255,190 +206,6 @@ def _run_script_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv,
         return run_script(scope, card, home=home, env=env, runner=runner)
     finally:
         heartbeat.stop()
-
-
-def _run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Config,
-                    env: Mapping[str, str], setting: Setting) -> int:
-    """Watch thread, workspace, runtime, tools, agent, outcome."""
-    secrets = secrets_in(env)
-    activity, interrupt = Activity(max_turns=0), Interrupt()
-    heartbeat = HeartbeatThread(scope, activity=activity, interrupt=interrupt)
-    heartbeat.start()
-    bench = None
-    try:
-        try:
-            profile = config.profile(card.profile)
-            secrets = sorted({*secrets, *key_values(profile, env)}, key=len, reverse=True)
-            # Reads of the board: tried again while the database is away
-            workspace = wenv.workspace or _retrying(scope, lambda: scope.kb.workspace(
-                card.id, setting.home, config.workspaces()))
-            plan = _retrying(scope, lambda: _prepare(scope.kb, card, config, env,
-                                                     home=setting.home,
-                                                     workspace=workspace.path))
-            scope.skills = {skill.name: skill for skill in plan.skills}
-            scope.skill_files = plan.materials.skill_files
-            activity.plan(plan.max_turns)
-            runtime = build_runtime(
-                config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
-                max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
-                workspace=workspace.path, hook_context=_hook_context(card, wenv))
-            runner = _command_runner(scope, card, config, plan, setting, workspace.path)
-        except (FatalModelError, ConfigError, ValidationError) as exc:
-            # credentials, an unknown model, profile or toolset, a skill that no longer
-            # exists, a workspace that cannot be resolved
-            heartbeat.stop()
-            return _fail(scope, redact(exc.message, secrets))
-        bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
-                                env=env, runner=runner, started=setting.started)
-        if workspace.kind == WORKTREE:
-            scope.on_complete = _worktree_note(workspace, card.id, card.title)
-        gates.arm(scope, card, bench)
-        lead = orchestrator_scope(scope, card, plan, config, setting.home)
-        try:
-            toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench,
-                                    orchestrator=lead)
-        except ConfigError as exc:  # a plug-in that does not load
-            heartbeat.stop()
-            return _fail(scope, redact(exc.message, secrets))
-        except KanbanError as exc:  # an MCP server that does not start: try again later
-            heartbeat.stop()
-            return _requeue(scope, redact(exc.message, secrets))
-        spent = _retrying(scope, lambda: _tree_spent(scope.kb, card, config))
-        if spent:  # a child may not start once its tree's budget is gone
-            heartbeat.stop()
-            return _fail(scope, f"not started: {spent}", code=EXIT_OK)
-        restored = _retrying(scope, lambda: _stored(scope.kb, card, wenv.run_id))
-        print(f"card #{card.id} attempt {card.attempt}: model {runtime.model.name}, toolsets "
-              f"{','.join(plan.toolsets)}{', delegate' if lead else ''}, workspace "
-              f"{workspace.path}"
-              + (f"; resuming {len(restored)} stored messages" if restored else ""), flush=True)
-        if restored:  # an offline script goes on where the stored answers leave it
-            resume_scripts(runtime.model, sum(m.role == "assistant" for m in restored))
-        start = opening(scope, card, plan, lead, restored, activity, secrets)
-        result = runtime.run(system=start.system, prompt=start.prompt,
-                             toolbox=tools.RedactingToolbox(toolbox, secrets), hooks=start.hooks)
-    finally:
-        heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
-        if bench is not None and bench.mcp is not None:
-            bench.mcp.close()
-    if result.error:  # providers may echo a key back in an error message
-        result = replace(result, error=redact(result.error, secrets))
-    if lead is not None and lead.delegation is not None and not scope.finished:
-        wait(scope, lead.delegation, result)
-        return EXIT_OK
-    return settle(scope, result, runtime.limits)
-
-
-def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: WorkerPlan,
-                    setting: Setting, workspace: Path) -> Runner:
-    """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
-    the worker's log and, for cards that run commands, in the run's events."""
-    network = _retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
-    choice = choose_runner(setting.runner, plan.profile, network=network,
-                           workspace=workspace, home=setting.home)
-    print(f"card #{card.id}: {choice.note}", flush=True)
-    if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
-        scope.write(lambda conn: record_event(
-            conn, board=scope.board, card_id=scope.card_id, run_id=scope.run_id,
-            kind="sandbox", actor=scope.actor.name, at=scope.kb.clock(),
-            runner=choice.runner.name, note=choice.note))
-    return choice.runner
-
-
-def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
-    if card.parent_id is None:
-        return None  # a root's own budget is its profile's (token_budget, max_cost)
-    with kb.db.read() as conn:
-        return tree_budget_spent(conn, card.id, config)
-
-
-def _stored(kb: Kanban, card: CardRecord, run_id: int) -> list[Message] | None:
-    with kb.db.read() as conn:
-        return stored_conversation(conn, card, run_id)
-
-
-def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,
-             home: Path, workspace: Path) -> WorkerPlan:
-    """The plan, with attachments and skill files copied into the workspace."""
-    attachments = Attachments(kb.db, home, clock=kb.clock)
-    return prepare_run(attachments, card, config, env, home=home, workspace=workspace)
-
-
-def _worktree_note(workspace: Workspace, card_id: int, title: str) -> Callable[[str], str]:
-    """Commit the worktree when the card completes and add its branch to the summary."""
-
-    def note(summary: str) -> str:
-        from kanban.tools import worktree
-
-        try:
-            described = worktree.finish(workspace, f"kanban #{card_id}: {title}")
-        except KanbanError as exc:
-            described = f"Workspace: git worktree {workspace.path}; could not commit: {exc}"
-        return f"{summary}\n\n{described[:5000]}"
-
-    return note
-
-
-def _hook_context(card: CardRecord, wenv: WorkerEnv) -> dict[str, object]:
-    """What user hooks are told about the run."""
-    return {"card_id": card.id, "board": card.board, "run_id": wenv.run_id,
-            "attempt": card.attempt, "profile": card.profile, "title": card.title}
-
-
-def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -> int:
-    """Record how the run ended, unless a tool already finished the card."""
-    print(f"agent stopped: {result.stop_reason} after {result.turns} turns"
-          f" (${result.cost:.4f})", flush=True)
-    if scope.finished:
-        return EXIT_OK
-    if result.stop_reason == StopReason.INTERRUPTED:
-        return EXIT_LEASE_LOST  # the card is no longer ours: write nothing
-    if result.stop_reason == StopReason.COMPLETED:
-        # The model's last text as it is would be refused (controls, size): fit it instead.
-        text = clean_text(result.text or "", MAX_SUMMARY - 6000).strip()
-        summary = scope.on_complete(text or "(the agent ended without a summary)")
-        verdict = gates.verdict(scope)
-        _retrying(scope, lambda: scope.kb.complete(scope.card_id, summary, actor=scope.actor,
-                                                   implicit=True, gated=scope.gated,
-                                                   verdict=verdict))
-        return EXIT_OK
-    if result.stop_reason == StopReason.ERROR and result.fatal:
-        return _fail(scope, result.error or "fatal model error")
-    if result.stop_reason == StopReason.ERROR:
-        scope.write(lambda conn: transitions.requeue_or_fail(
-            conn, scope.card_id, Outcome.FAILED, result.error or "model error",
-            now=scope.kb.clock(), actor=scope.actor))
-        return EXIT_OK
-    note = f"; last summary: {clean_text(result.text, 2000).strip()}" if result.text else ""
-    return _fail(scope, f"{_limit_text(result, limits)} before the card was finished{note}",
-                 code=EXIT_OK)
-
-
-def _limit_text(result: AgentResult, limits: Limits) -> str:
-    if result.stop_reason == StopReason.COST_BUDGET and limits.max_cost is not None:
-        spent = limits.spent_cost + result.cost
-        return f"cost budget reached (${spent:.4f} spent of max_cost ${limits.max_cost:.4f})"
-    if result.stop_reason == StopReason.TOKEN_BUDGET and limits.token_budget is not None:
-        return (f"token budget reached ({result.usage.total_tokens:,} of "
-                f"{limits.token_budget:,} tokens)")
-    return str(result.stop_reason).replace("_", " ") + " reached"
-
-
-def _requeue(scope: WorkerScope, message: str) -> int:
-    print(f"card #{scope.card_id}: {message}", file=sys.stderr, flush=True)
-    scope.write(lambda conn: transitions.requeue_or_fail(
-        conn, scope.card_id, Outcome.FAILED, message, now=scope.kb.clock(), actor=scope.actor))
-    return EXIT_OK
-
-
-def _fail(scope: WorkerScope, message: str, *, code: int = EXIT_FATAL) -> int:
-    print(f"failing card #{scope.card_id}: {message}", file=sys.stderr, flush=True)
-    try:
-        scope.write(lambda conn: transitions.fail(conn, scope.card_id, message,
-                                                  now=scope.kb.clock(), actor=scope.actor))
-    except KanbanError as exc:
-        print(f"could not record the failure: {exc}", file=sys.stderr, flush=True)
-    return code
 
 
 if __name__ == "__main__":
