@@ -3,7 +3,12 @@ profile's credentials."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+
+from kanban.records import Claim
+from kanban.state.config import CONFIG_ENV, Config, Profile
+from kanban.workspaces import WORKSPACE_ENV, Workspace
 
 PASS_THROUGH = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME",
                 "VIRTUAL_ENV", "PYTHONPATH", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -45,3 +50,24 @@ def worker_env(env: Mapping[str, str], *, model: str, base_url: str | None,
     out["KANBAN_MODEL"] = model
     out.update(card)
     return out
+
+
+def card_env(env: Mapping[str, str], config: Config, profile: Profile, claim: Claim,
+             workspace: Workspace, *, timeout_s: float, db_target: str, lease_s: float,
+             dispatcher: str) -> dict[str, str]:
+    """The environment of the worker of `claim`: its card, its claim, its config file and
+    workspace, and the credentials of its model and profile (see `worker_env`)."""
+    search_key = config.web.search_key_env  # a service key; commands never see it
+    keys = (*profile.api_key_env, *([search_key] if search_key else []))
+    config_file = config.path if config.path is not None and config.path.is_file() else None
+    return worker_env(env, model=claim.model or profile.resolved_model(env),
+                      base_url=profile.base_url, fallback=profile.fallback, key_vars=keys,
+                      card={
+        "KANBAN_DB": db_target, "KANBAN_BOARD": claim.board,
+        "KANBAN_CARD": str(claim.card_id), "KANBAN_CLAIM_TOKEN": claim.claim_token,
+        "KANBAN_RUN": str(claim.run_id), "KANBAN_LEASE_S": str(lease_s),
+        "KANBAN_LEASE_UNTIL": claim.lease_expires_at.isoformat(),
+        "KANBAN_TIMEOUT_S": f"{timeout_s:g}", "KANBAN_DISPATCHER": dispatcher,
+        CONFIG_ENV: str(config_file or ""),  # the file this dispatcher read ("": none)
+        WORKSPACE_ENV: json.dumps(workspace.to_json()),  # the worker need not resolve it
+    })

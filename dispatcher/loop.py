@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -14,13 +13,12 @@ from datetime import datetime
 from pathlib import Path
 
 from kanban import claims, control, pg_statements, transitions
-from kanban import workspaces as ws
 from kanban.claims import ClaimFilter
 from kanban.cron.courier import Courier, courier_for
 from kanban.cron.firing import fire_due_jobs
-from kanban.dispatcher import procs, rescue
+from kanban.dispatcher import rescue
 from kanban.dispatcher.breaker import Breaker
-from kanban.dispatcher.environment import base_env, worker_env
+from kanban.dispatcher.environment import base_env, card_env
 from kanban.dispatcher.faults import OUTAGE_BACKOFF, FaultDuties
 from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
@@ -33,25 +31,24 @@ from kanban.dispatcher.spawn import (
     SpawnRequest,
     SubprocessSpawner,
 )
+from kanban.dispatcher.stopping import SHUTDOWN_PATIENCE_S, Stopping
 from kanban.dispatcher.wake import ChangeWatcher, NotifyWatcher, change_watcher
-from kanban.errors import KanbanError, ValidationError
+from kanban.dispatcher.workspace import ready_workspace
 from kanban.records import Claim
 from kanban.service import Kanban
-from kanban.state.config import CONFIG_ENV, Config, default_max_workers
+from kanban.state.config import Config, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import retry_transient
 from kanban.state.sqlite_errors import BUSY
 from kanban.state.store import FileGuard
 from kanban.transitions import Actor
-from kanban.workspaces import WORKSPACE_ENV
 
 __all__ = ["DispatchOptions", "Dispatcher"]
 
 STEP_PATIENCE_S = 2.0  # one step waits this long for the database; the loop retries on
-SHUTDOWN_PATIENCE_S = 10.0  # how long a stopping dispatcher retries handing cards back
 
 
-class Dispatcher(FaultDuties):
+class Dispatcher(FaultDuties, Stopping):
     """One dispatcher over one database; several may share it safely."""
 
     def __init__(self, kb: Kanban, config: Config, *, home: Path, db_target: str,
@@ -178,26 +175,6 @@ class Dispatcher(FaultDuties):
             budget = min(budget, max(0.0, due))
         return budget
 
-    def request_stop(self, signum: int | None = None) -> None:
-        """First call: stop claiming, drain for --drain-timeout, hand the rest back. Second
-        call: hand running cards back now."""
-        if signum is not None:
-            self.stopped_by = signum
-        # Count the call before anything else: a second signal may run this handler again
-        # in the middle of the first one's printing, and must count as the second.
-        self._stop_calls += 1
-        again = self._stop_calls > 1
-        self.stop_requested.set()
-        if again:
-            self.hand_back.set()
-            event(f"handing back {len(self.workers)} running card(s)", logging.WARNING,
-                  kind="hand_back", running=len(self.workers))
-        elif len(self.workers):
-            event(f"stopping: {len(self.workers)} running card(s) may finish for "
-                  f"{self.opts.drain_timeout_s:g}s, then go back to ready (signal again to "
-                  "hand them back now)", kind="draining", running=len(self.workers))
-        self.wake.set()
-
     def actor(self, claim_token: str | None = None) -> Actor:
         return Actor(f"dispatcher:{self.id}", claim_token)
 
@@ -300,25 +277,14 @@ class Dispatcher(FaultDuties):
     def spawn(self, claim: Claim) -> int | None:
         assert self.spawner is not None
         profile = self.config.profiles.get(claim.profile, self.config.profile("default"))
-        model = claim.model or profile.resolved_model(self.env)
         timeout = claim.timeout_s or profile.timeout_s
-        search_key = self.config.web.search_key_env  # a service key; commands never see it
-        keys = (*profile.api_key_env, *([search_key] if search_key else []))
-        env = worker_env(self.env, model=model, base_url=profile.base_url,
-                         fallback=profile.fallback, key_vars=keys, card={
-            "KANBAN_DB": self.db_target, "KANBAN_BOARD": claim.board,
-            "KANBAN_CARD": str(claim.card_id), "KANBAN_CLAIM_TOKEN": claim.claim_token,
-            "KANBAN_RUN": str(claim.run_id), "KANBAN_LEASE_S": str(self.lease_s),
-            "KANBAN_LEASE_UNTIL": claim.lease_expires_at.isoformat(),
-            "KANBAN_TIMEOUT_S": f"{timeout:g}", "KANBAN_DISPATCHER": self.instance.id,
-            CONFIG_ENV: self._config_for_workers(),
-        })
-        board_dir = self.home / "workspaces" / claim.board
-        board_dir.mkdir(mode=0o700, exist_ok=True)  # each level private, not just the last
-        workspace = self._workspace(claim)
+        workspace = ready_workspace(self.kb, claim, home=self.home, config=self.config,
+                                    actor=Actor(f"dispatcher:{self.id}", claim.claim_token))
         if workspace is None:
             return None
-        env[WORKSPACE_ENV] = json.dumps(workspace.to_json())  # the worker need not resolve it
+        env = card_env(self.env, self.config, profile, claim, workspace, timeout_s=timeout,
+                       db_target=self.db_target, lease_s=self.lease_s,
+                       dispatcher=self.instance.id)
         request = SpawnRequest(
             env=env, cwd=str(workspace.path),
             log=str(self.home / "logs" / f"{claim.card_id}-{claim.attempt}.log"))
@@ -332,32 +298,6 @@ class Dispatcher(FaultDuties):
             return None
         self.workers.add(LocalWorker(claim, pid, claim.profile, timeout))
         return pid
-
-    def _workspace(self, claim: Claim) -> ws.Workspace | None:
-        """The card's working directory, made ready (a git worktree is checked out); a spec
-        that cannot be met fails the card with the reason."""
-        try:
-            with self.kb.db.read() as conn:
-                workspace = ws.resolve(conn, claim.card_id, self.home,
-                                       self.config.workspaces())
-            if workspace.kind == ws.WORKTREE:
-                from kanban.tools.worktree import prepare
-
-                prepare(workspace, self.home)
-            elif workspace.kind == ws.DIR and not workspace.path.is_dir():
-                raise ValidationError(f"workspace dir:{workspace.path} is not a directory")
-        except TransientDatabaseError:
-            raise  # the database, not the spec: the loop waits the outage out
-        except KanbanError as exc:
-            event(f"#{claim.card_id}: workspace: {exc}", logging.ERROR,
-                  kind="workspace_failed", card=claim.card_id, error=str(exc))
-            with self.kb.db.write() as conn:
-                if claims.is_current(conn, claim.card_id, claim.claim_token):
-                    transitions.fail(conn, claim.card_id, f"workspace: {exc.message}",
-                                     now=self.kb.clock(),
-                                     actor=Actor(f"dispatcher:{self.id}", claim.claim_token))
-            return None
-        return workspace
 
     def reap_exited(self) -> None:
         """Record each exited worker; an exit stays queued until it is recorded."""
@@ -412,36 +352,3 @@ class Dispatcher(FaultDuties):
         assert self.id is not None
         with self.kb.db.write() as conn:
             control.stop_dispatcher(conn, self.id, self.kb.clock())
-
-    def _drain(self, timeout_s: float | None) -> None:
-        """Let running workers finish for up to timeout_s (None: as long as they take; a
-        signal ends that early), then stop the rest and hand their cards back: no attempt
-        spent."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while len(self.workers) and not self.hand_back.is_set() and (
-                deadline is None or time.monotonic() < deadline):
-            if deadline is None and self.stop_requested.is_set():
-                deadline = time.monotonic() + self.opts.drain_timeout_s
-            with suppress(TransientDatabaseError):
-                self.reap_exited()
-                self.police_workers()
-            self.wake.wait(0.05)
-            self.wake.clear()
-        for worker in self.workers:
-            procs.kill_and_confirm(worker.pid, timeout=self.opts.kill_grace_s)
-        with suppress(DatabaseError):
-            retry_transient(self._hand_back_all, patience_s=SHUTDOWN_PATIENCE_S,
-                            backoff=OUTAGE_BACKOFF)
-
-    def _hand_back_all(self) -> None:
-        for worker in self.workers:
-            self._hand_back(worker.claim, "the dispatcher stopped before the card finished")
-            self.workers.pop(worker.pid)
-            event(f"#{worker.card_id} handed back to ready (no attempt spent)",
-                  logging.WARNING, kind="handed_back", card=worker.card_id, pid=worker.pid)
-        self.reap_exited()
-
-    def _config_for_workers(self) -> str:
-        """KANBAN_CONFIG for workers: the file this dispatcher read ("" if it had none)."""
-        path = self.config.path
-        return str(path) if path is not None and path.is_file() else ""
