@@ -95,7 +95,11 @@ def preload(providers: Iterable[str] = ("openai", "anthropic")) -> None:
     """Import SDKs and their adapters now, so forked workers start without paying for it."""
     wanted = set(providers)
     if "openai" in wanted or "openai-responses" in wanted:
-        import kanban.agent.openai_model  # noqa: F401
         import kanban.agent.openai_responses  # noqa: F401
+        from kanban.agent.openai_model import make_client as openai_client
+
+        openai_client("preload", "http://127.0.0.1:9/v1", 1.0).close()  # its lazy parts too
     if "anthropic" in wanted:
-        import kanban.agent.anthropic_model  # noqa: F401
+        from kanban.agent.anthropic_model import make_client as anthropic_client
+
+        anthropic_client("preload", "http://127.0.0.1:9", 1.0).close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import anthropic
 
+from kanban.agent import tls
 from kanban.agent.errors import ModelError
 from kanban.agent.keys import KeyRing
 from kanban.agent.openai_model import refused
@@ -58,8 +59,7 @@ class AnthropicModel:
         self._max_tokens = (max(max_tokens, self._thinking + DEFAULT_MAX_TOKENS)
                             if self._thinking else max_tokens)
         self._keys = KeyRing([api_key] if isinstance(api_key, str) else api_key,
-                             lambda key: anthropic.Anthropic(api_key=key, base_url=base_url,
-                                                             max_retries=0, timeout=timeout))
+                             lambda key: make_client(key, base_url, timeout))
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         return self.stream(messages, tools, ignore)
@@ -88,6 +88,11 @@ class AnthropicModel:
 
     def close(self) -> None:
         self._keys.close()
+
+
+def make_client(key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout,
+                               http_client=anthropic.DefaultHttpxClient(verify=tls.context()))
 
 
 def build_request(

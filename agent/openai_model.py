@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 
+from kanban.agent import tls
 from kanban.agent.errors import ModelError
 from kanban.agent.keys import KeyRing
 from kanban.agent.retry import Failure, RetryPolicy, call_with_retries, status_failure
@@ -78,7 +79,8 @@ class OpenAIModel:
 
 
 def make_client(key: str, base_url: str, timeout: float) -> openai.OpenAI:
-    return openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+    return openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout,
+                         http_client=openai.DefaultHttpxClient(verify=tls.context()))
 
 
 def build_request(

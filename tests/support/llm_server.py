@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import ssl
 import threading
 import time
 from collections import deque
@@ -167,8 +168,10 @@ class RecordedRequest:
 class LLMServer:
     """A threaded HTTP server on 127.0.0.1 (a free port), serving scripted replies."""
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(self, responder: Responder | None = None, *,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.responder = responder
+        self.tls = tls  # a server context: HTTPS on the same port
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
         self._changed = threading.Condition()
@@ -179,6 +182,8 @@ class LLMServer:
 
     def start(self) -> LLMServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        if self.tls is not None:
+            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True)
         serve = partial(self._httpd.serve_forever, poll_interval=0.01)  # stop() is quick
         self._thread = threading.Thread(target=serve, name="llm-server", daemon=True)
         self._thread.start()
@@ -203,7 +208,7 @@ class LLMServer:
         if self._httpd is None:
             raise RuntimeError("LLMServer is not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     @property
     def openai_base_url(self) -> str:
