@@ -94,12 +94,11 @@ __all__ = [
 def preload(providers: Iterable[str] = ("openai", "anthropic")) -> None:
     """Import SDKs and their adapters now, so forked workers start without paying for it."""
     wanted = set(providers)
-    if "openai" in wanted or "openai-responses" in wanted:
-        import kanban.agent.openai_responses  # noqa: F401
-        from kanban.agent.openai_model import make_client as openai_client
+    if "openai" in wanted:
+        wanted.add("openai-responses")  # a profile may switch it to the Responses API
+    if wanted & {"openai", "openai-responses", "anthropic"}:
+        from kanban.agent import tls
+        from kanban.agent.warm import warm_up
 
-        openai_client("preload", "http://127.0.0.1:9/v1", 1.0).close()  # its lazy parts too
-    if "anthropic" in wanted:
-        from kanban.agent.anthropic_model import make_client as anthropic_client
-
-        anthropic_client("preload", "http://127.0.0.1:9", 1.0).close()
+        tls.context()  # shared by every client the forked workers make
+        warm_up(sorted(wanted))  # the SDKs' lazy imports and models, built once here

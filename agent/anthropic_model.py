@@ -50,6 +50,7 @@ class AnthropicModel:
         retry: RetryPolicy | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         reasoning: str | None = None,
+        transport: Any = None,  # the HTTP library's transport; None: the network
     ) -> None:
         self.model = model
         self.name = f"{PROVIDER}:{model}"
@@ -59,7 +60,7 @@ class AnthropicModel:
         self._max_tokens = (max(max_tokens, self._thinking + DEFAULT_MAX_TOKENS)
                             if self._thinking else max_tokens)
         self._keys = KeyRing([api_key] if isinstance(api_key, str) else api_key,
-                             lambda key: make_client(key, base_url, timeout))
+                             lambda key: make_client(key, base_url, timeout, transport))
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         return self.stream(messages, tools, ignore)
@@ -90,9 +91,11 @@ class AnthropicModel:
         self._keys.close()
 
 
-def make_client(key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
+def make_client(key: str, base_url: str | None, timeout: float,
+                transport: Any = None) -> anthropic.Anthropic:
+    http = anthropic.DefaultHttpxClient(verify=tls.context(), transport=transport)
     return anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout,
-                               http_client=anthropic.DefaultHttpxClient(verify=tls.context()))
+                               http_client=http)
 
 
 def build_request(

@@ -40,6 +40,7 @@ class OpenAIModel:
         retry: RetryPolicy | None = None,
         max_tokens: int | None = None,
         reasoning: str | None = None,
+        transport: Any = None,  # the HTTP library's transport; None: the network
     ) -> None:
         self.model = model
         self.name = f"{PROVIDER}:{model}"
@@ -47,7 +48,7 @@ class OpenAIModel:
         self._max_tokens = max_tokens
         self._reasoning = reasoning
         self._keys = KeyRing([api_key] if isinstance(api_key, str) else api_key,
-                             lambda key: make_client(key, base_url, timeout))
+                             lambda key: make_client(key, base_url, timeout, transport))
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         return self.stream(messages, tools, ignore)
@@ -78,9 +79,11 @@ class OpenAIModel:
         self._keys.close()
 
 
-def make_client(key: str, base_url: str, timeout: float) -> openai.OpenAI:
+def make_client(key: str, base_url: str, timeout: float,
+                transport: Any = None) -> openai.OpenAI:
+    http = openai.DefaultHttpxClient(verify=tls.context(), transport=transport)
     return openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout,
-                         http_client=openai.DefaultHttpxClient(verify=tls.context()))
+                         http_client=http)
 
 
 def build_request(

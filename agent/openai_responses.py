@@ -52,6 +52,7 @@ class ResponsesModel:
         retry: RetryPolicy | None = None,
         max_tokens: int | None = None,
         reasoning: str | None = None,
+        transport: Any = None,  # the HTTP library's transport; None: the network
     ) -> None:
         self.model = model
         self.name = f"{PROVIDER}:{model}"
@@ -59,7 +60,7 @@ class ResponsesModel:
         self._max_tokens = max_tokens
         self._reasoning = reasoning
         self._keys = KeyRing([api_key] if isinstance(api_key, str) else api_key,
-                             lambda key: make_client(key, base_url, timeout))
+                             lambda key: make_client(key, base_url, timeout, transport))
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         return self.stream(messages, tools, ignore)

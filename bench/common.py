@@ -229,7 +229,8 @@ def start_together(start_at: float) -> float:
 class DispatcherProcess:
     """`kanban dispatch` in a subprocess, as a user runs it."""
 
-    def __init__(self, path: Path, *, max_workers: int, cold: bool = False) -> None:
+    def __init__(self, path: Path, *, max_workers: int, cold: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         self.path = path
         command = [sys.executable, "-m", "kanban.cli.app", "--db", str(path), "dispatch",
                    "--max-workers", str(max_workers), "--drain-timeout", "0"]
@@ -238,7 +239,7 @@ class DispatcherProcess:
         self.log = path.parent / ("dispatch-cold.log" if cold else "dispatch.log")
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                         env=bench_env(), start_new_session=True)
+                                         env=bench_env(**(env or {})), start_new_session=True)
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:

@@ -71,6 +71,47 @@ def measure(work: Path, cards: int, *, cold: bool) -> Latencies:
         reader.close()
 
 
+def measure_sdk(work: Path, cards: int) -> list[float]:
+    """created → the worker's first request at an OpenAI-compatible server (a local one),
+    ms per card: the real SDK client made in the worker, its request sent and received."""
+    from tests.support.llm_bodies import tool_results
+    from tests.support.llm_server import LLMServer, text_reply, tool_reply
+
+    arrivals: list[float] = []
+
+    def respond(body: dict[str, object]) -> object:
+        if tool_results(body):
+            return text_reply("done")
+        arrivals.append(time.time())
+        return tool_reply(("kanban_complete", {"summary": "ok"}))
+
+    path = work / "sdk" / "kanban.db"
+    new_board(path)
+    configure(path, model="openai:bench")
+    reader = Reader(path)
+    latencies = []
+    try:
+        with LLMServer(responder=respond) as server, \
+                DispatcherProcess(path, max_workers=2, env=server.env()) as dispatcher, \
+                kanban_at(path) as kb:
+            warm_up(path, dispatcher)
+            for i in range(cards):
+                arrivals.clear()
+                card_id = kb.add_card(NewCard(title=f"sdk latency {i}", goal="measure")).id
+
+                def settled(card_id: int = card_id) -> bool:
+                    dispatcher.check_alive()
+                    return card_settled(reader, card_id)
+
+                wait_until(settled, timeout=60, what=f"card #{card_id}")
+                created = reader.one("SELECT at FROM event WHERE card_id = ? AND "
+                                     "kind = 'created'", card_id)
+                latencies.append((arrivals[0] - ts(created)) * 1000)
+        return latencies
+    finally:
+        reader.close()
+
+
 _FLOOR_CARD = (
     "INSERT INTO card (board, title, goal, context, status, priority, profile, depth, "
     "created_by, attempt, max_attempts, retry_base, run_after, created_at, updated_at, "
@@ -127,6 +168,7 @@ def _latencies(reader: Reader, ids: list[int]) -> Latencies:
 def run(sizes: Sizes, work: Path) -> list[Row]:
     warm = measure(work, sizes.latency_warm, cold=False)
     least = floor(work, sizes.latency_warm)
+    sdk = measure_sdk(work, sizes.latency_warm)
     cold = measure(work, sizes.latency_cold, cold=True)
     n_warm, n_cold = len(warm.first_call_ms), len(cold.first_call_ms)
     sample = (f"{n_warm} warm cards and {n_warm} floor cycles; {n_cold} cold cards (cold boots "
@@ -149,4 +191,12 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
         Row("2.5", "dispatch latency p50, warm forkserver vs cold workers", "ms",
             percentile(warm.first_call_ms, 50), percentile(cold.first_call_ms, 50),
             "cold: a plain interpreter per worker", None),
+        Row("2.6", "dispatch latency p50, openai SDK: created → request at a local server",
+            "ms", percentile(sdk, 50), percentile(warm.first_call_ms, 50),
+            "the scripted model's first call (row 2.1)", None,
+            f"{len(sdk)} cards; the worker makes its SDK client (TLS context shared from the "
+            "forkserver) and sends the request over loopback"),
+        Row("2.7", "dispatch latency p99, openai SDK: created → request at a local server",
+            "ms", percentile(sdk, 99), percentile(warm.first_call_ms, 99),
+            "the scripted model's first call (row 2.2)", None),
     ]
