@@ -94,8 +94,6 @@ __all__ = [
 def preload(providers: Iterable[str] = ("openai", "anthropic")) -> None:
     """Import SDKs and their adapters now, so forked workers start without paying for it."""
     wanted = set(providers)
-    if "openai" in wanted:
-        wanted.add("openai-responses")  # a profile may switch it to the Responses API
     if wanted & {"openai", "openai-responses", "anthropic"}:
         from kanban.agent import tls
         from kanban.agent.warm import warm_up

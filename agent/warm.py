@@ -91,13 +91,21 @@ def _anthropic() -> bytes:
     return _sse((name, {"type": name, **data}) for name, data in events)
 
 
-def _adapters() -> dict[str, tuple[Callable[..., Any], Callable[[], bytes]]]:
-    from kanban.agent.anthropic_model import AnthropicModel
-    from kanban.agent.openai_model import OpenAIModel
-    from kanban.agent.openai_responses import ResponsesModel
+def _adapter(provider: str) -> tuple[Callable[..., Any], Callable[[], bytes]] | None:
+    """The adapter class of `provider` and its canned answer; only its SDK is imported."""
+    if provider == "openai":
+        from kanban.agent.openai_model import OpenAIModel
 
-    return {"openai": (OpenAIModel, _chat), "openai-responses": (ResponsesModel, _responses),
-            "anthropic": (AnthropicModel, _anthropic)}
+        return OpenAIModel, _chat
+    if provider == "openai-responses":
+        from kanban.agent.openai_responses import ResponsesModel
+
+        return ResponsesModel, _responses
+    if provider == "anthropic":
+        from kanban.agent.anthropic_model import AnthropicModel
+
+        return AnthropicModel, _anthropic
+    return None
 
 
 def warm_up(providers: Iterable[str]) -> list[str]:
@@ -106,12 +114,12 @@ def warm_up(providers: Iterable[str]) -> list[str]:
     from kanban.agent.retry import RetryPolicy
 
     http = tls.http_library()
-    adapters = _adapters()
     warmed = []
     for provider in dict.fromkeys(providers):
-        if provider not in adapters:
+        found = _adapter(provider)
+        if found is None:
             continue
-        adapter, body = adapters[provider]
+        adapter, body = found
         canned = body()
         transport = http.MockTransport(lambda request, canned=canned: http.Response(
             200, headers={"content-type": "text/event-stream"}, content=canned))

@@ -128,13 +128,17 @@ class Dispatcher(FaultDuties, Stopping):
             return dispatcher_id
 
     def providers_in_use(self) -> set[str]:
-        """SDKs worth preloading: those of the profiles' models and of keys present."""
-        specs = [spec for p in self.config.profiles.values()
-                 for spec in (p.resolved_model(self.env), *p.fallback)]
-        found = {spec.split(":", 1)[0].replace("openai-responses", "openai") for spec in specs}
-        found |= {name for name, key in (("openai", "OPENAI_API_KEY"),
-                                         ("anthropic", "ANTHROPIC_API_KEY")) if self.env.get(key)}
-        return found & {"openai", "anthropic"}
+        """Model adapters worth preloading (and warming): those of the profiles' models and
+        of keys present; the Responses API only where a profile uses it."""
+        found = {name for name, key in (("openai", "OPENAI_API_KEY"),
+                                        ("anthropic", "ANTHROPIC_API_KEY")) if self.env.get(key)}
+        for p in self.config.profiles.values():
+            for spec in (p.resolved_model(self.env), *p.fallback):
+                provider = spec.split(":", 1)[0]
+                responses = provider == "openai-responses" or (
+                    provider == "openai" and p.api == "responses")
+                found.add("openai-responses" if responses else provider)
+        return found & {"openai", "openai-responses", "anthropic"}
 
     def run(self, *, once: bool = False, until: Callable[[], bool] | None = None) -> None:
         """Start, then loop until asked to stop (or, with `once`, one pass that waits for its

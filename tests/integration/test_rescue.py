@@ -19,6 +19,7 @@ from kanban.dispatcher.loop import Dispatcher
 from kanban.dispatcher.rescue import ORPHAN_TIMEOUT_GRACE_S, rescue_leases
 from kanban.service import Kanban
 from kanban.state.config import Config, load_config, resolve_config, worker_config
+from kanban.state.config_parse import parse_config
 from kanban.state.errors import ConfigError
 from kanban.states import Outcome
 from kanban.tools.scope import WorkerScope
@@ -264,3 +265,17 @@ def test_a_claim_that_landed_while_its_call_failed_is_adopted(
         assert dispatcher._claims_in_doubt is False
     finally:
         spawner.close()
+
+
+def test_the_forkserver_preloads_the_adapters_the_profiles_use(kb: Kanban,
+                                                               tmp_path: Path) -> None:
+    config = parse_config({"profiles": {
+        "chat": {"model": "openai:gpt-4o-mini"},
+        "long": {"model": "openai:o3", "api": "responses",
+                 "fallback": ["anthropic:claude-sonnet-4-5"]},
+        "offline": {"model": "scripted:demo"}}})
+    d = Dispatcher(kb, config, home=tmp_path, db_target=str(kb.db.path), env={})
+    assert d.providers_in_use() == {"openai", "openai-responses", "anthropic"}
+    quiet = Dispatcher(kb, parse_config({"profiles": {"default": {"model": "scripted:demo"}}}),
+                       home=tmp_path, db_target=str(kb.db.path), env={"OPENAI_API_KEY": "k"})
+    assert quiet.providers_in_use() == {"openai"}  # a key present: its SDK may be used
