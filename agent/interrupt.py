@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -15,12 +17,35 @@ class Interrupted(ModelError):
     """The run was interrupted (its card was cancelled, its lease lost, a user pressed ^C)."""
 
 
+class _Caller:
+    """A daemon thread running the calls handed to it, one at a time: kept from one model
+    call to the next (a thread started per call cost more than a scripted call itself)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self.busy = False
+        threading.Thread(target=self._serve, name="model-call", daemon=True).start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def run(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        """The thread ends once its current call (if any) is over."""
+        self._jobs.put(None)
+
+
 class Interrupt:
     """A one-way switch: once `cancel` is called, every wait on it ends at once."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self.reason = ""
+        self._caller: _Caller | None = None
+        self._lock = threading.Lock()
 
     def cancel(self, reason: str = "interrupted") -> None:
         if not self._event.is_set():
@@ -59,10 +84,34 @@ class Interrupt:
             finally:
                 done.set()
 
-        threading.Thread(target=target, name="model-call", daemon=True).start()
+        caller, shared = self._take_caller()
+        caller.run(target)
+        if not shared:
+            caller.stop()  # a thread for this one call
         while not done.wait(0.05):
             if self._event.is_set():
+                if shared:
+                    self._drop(caller)  # abandoned: it ends once the call does
                 raise Interrupted(self.reason or "interrupted")
+        caller.busy = False
         if errors:
             raise errors[0]
         return box[0]
+
+    def _take_caller(self) -> tuple[_Caller, bool]:
+        """This switch's call thread (True), or for a call made while another is running
+        (calls from several threads at once), a thread of its own (False)."""
+        with self._lock:
+            if self._caller is None:
+                self._caller = _Caller()
+                weakref.finalize(self, self._caller.stop)  # no thread outlives its switch
+            elif self._caller.busy:
+                return _Caller(), False
+            self._caller.busy = True
+            return self._caller, True
+
+    def _drop(self, caller: _Caller) -> None:
+        with self._lock:
+            if self._caller is caller:
+                self._caller = None
+        caller.stop()
