@@ -30,7 +30,8 @@ class CardEdit:
     profile: str | None = None
     max_attempts: int | None = None
     timeout_s: float | None = None
-    on_dependency_failure: str | None = None  # block | cancel (kanban.dependency_failure)
+    # block | cancel (kanban.dependency_failure), or "board": follow the board's again
+    on_dependency_failure: str | None = None
 
     def given(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)
@@ -51,7 +52,7 @@ class CardEdit:
             v.number(self.timeout_s, "timeout", v.TIMEOUT_RANGE)
         if self.profile is not None and not v.BOARD_NAME.match(self.profile):
             raise ValidationError(f"invalid profile name {self.profile!r}")
-        if self.on_dependency_failure is not None:
+        if self.on_dependency_failure not in (None, v.BOARD_POLICY):
             v.dependency_policy(self.on_dependency_failure)
         return self
 
@@ -70,6 +71,8 @@ def edit_card(conn: Conn, card_id: int, edit: CardEdit, *, now: datetime,
     wanted = edit.given()
     if "title" in wanted:
         wanted["title"] = wanted["title"].strip()
+    if wanted.get("on_dependency_failure") == v.BOARD_POLICY:
+        wanted["on_dependency_failure"] = None  # the board's, whatever it is then
     changed = {name: value for name, value in wanted.items() if getattr(card, name) != value}
     if not changed:
         return card, []

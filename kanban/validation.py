@@ -82,6 +82,7 @@ def skill_names(names: tuple[str, ...]) -> tuple[str, ...]:
 
 # What a card does when a dependency fails or is cancelled (kanban.dependencies).
 DEPENDENCY_POLICIES = ("block", "cancel")
+BOARD_POLICY = "board"  # an edit's word for a card's policy that follows its board's again
 
 
 def dependency_policy(value: str) -> str:

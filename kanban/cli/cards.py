@@ -20,6 +20,7 @@ from kanban.cli.base import (
 from kanban.cli.params import (
     CARD_ID,
     CARD_POLICY_HELP,
+    EDIT_POLICY_HELP,
     card_id_argument,
     complete_profiles,
     dependency_policy_option,
@@ -198,7 +199,7 @@ def scheduled_time(ctx: click.Context, at: str | None, within: str | None,
 @click.option("--max-attempts", type=click.IntRange(*MAX_ATTEMPTS_RANGE),
               help="Attempts before the card fails.")
 @click.option("--timeout", type=click.FloatRange(*TIMEOUT_RANGE), help="Seconds a run may take.")
-@dependency_policy_option(CARD_POLICY_HELP)
+@dependency_policy_option(EDIT_POLICY_HELP, board=True)
 @json_option
 @click.pass_context
 def edit(ctx: click.Context, card_id: int, title: str | None, goal: str | None,

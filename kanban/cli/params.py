@@ -85,13 +85,17 @@ class SinceType(click.ParamType):
 SINCE = SinceType()
 
 
-def dependency_policy_option(help_text: str) -> Any:
-    """--on-dependency-failure block|cancel (kanban.dependency_failure)."""
-    from kanban.validation import DEPENDENCY_POLICIES
+def dependency_policy_option(help_text: str, *, board: bool = False) -> Any:
+    """--on-dependency-failure block|cancel (kanban.dependency_failure); with `board`, also
+    `board` (an edit back to the board's policy)."""
+    from kanban.validation import BOARD_POLICY, DEPENDENCY_POLICIES
 
+    choices = (*DEPENDENCY_POLICIES, BOARD_POLICY) if board else DEPENDENCY_POLICIES
     return click.option("--on-dependency-failure", "on_dependency_failure", default=None,
-                        type=click.Choice(DEPENDENCY_POLICIES), help=help_text)
+                        type=click.Choice(choices), help=help_text)
 
 
 CARD_POLICY_HELP = ("When a dependency fails or is cancelled: block (wait, blocked, for its "
                     "retry) or cancel (cancel this card too); default: the board's.")
+EDIT_POLICY_HELP = ("When a dependency fails or is cancelled: block (wait, blocked, for its "
+                    "retry), cancel (cancel this card too) or board (follow the board's again).")

@@ -21,7 +21,7 @@ from kanban.edits import CardEdit
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
 from kanban.state.config import load_config
-from kanban.validation import MAX_ATTEMPTS_RANGE, PRIORITY_RANGE
+from kanban.validation import BOARD_POLICY, MAX_ATTEMPTS_RANGE, PRIORITY_RANGE
 from kanban.web.http import (
     WebBoard,
     int_field,
@@ -70,6 +70,7 @@ def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, s
         max_attempts=int_field(data.get("max_attempts") or 3, "max_attempts",
                                low=MAX_ATTEMPTS_RANGE[0], high=MAX_ATTEMPTS_RANGE[1]),
         timeout_s=_seconds(timeout) if timeout else None,
+        on_dependency_failure=text_field(data, "on_dependency_failure") or None,  # "": board's
         review=text_field(data, "review") or chosen.review))  # a review gate, as `add`'s
     return card.to_json(), 201, f"/?board={board}"
 
@@ -105,6 +106,15 @@ def priority(web: WebBoard, card_id: int | None, data: dict[str, Any]) -> tuple[
     value = int_field(data.get("priority"), "priority", low=PRIORITY_RANGE[0],
                       high=PRIORITY_RANGE[1])
     card, changed = web.kanban.edit(card_id, CardEdit(priority=value))  # as `kanban edit`
+    return {"card": card.to_json(), "changed": changed}, 200, f"/cards/{card.id}"
+
+
+def dependency_policy(web: WebBoard, card_id: int | None, data: dict[str, Any]
+                      ) -> tuple[Any, int, str]:
+    """What the card does when a dependency fails: block, cancel, or board (its board's)."""
+    assert card_id is not None
+    value = text_field(data, "on_dependency_failure") or BOARD_POLICY
+    card, changed = web.kanban.edit(card_id, CardEdit(on_dependency_failure=value))
     return {"card": card.to_json(), "changed": changed}, 200, f"/cards/{card.id}"
 
 
@@ -151,6 +161,8 @@ ROUTES = [
     Route("/api/cards/{card_id}/cancel", action(cancel), methods=["POST"]),
     Route("/api/cards/{card_id}/retry", action(retry), methods=["POST"]),
     Route("/api/cards/{card_id}/priority", action(priority), methods=["POST"]),
+    Route("/api/cards/{card_id}/dependency-policy", action(dependency_policy),
+          methods=["POST"]),
     Route("/api/cards/{card_id}/approve", action(approve), methods=["POST"]),
     Route("/api/cards/{card_id}/deny", action(deny), methods=["POST"]),
     Route("/api/cards/{card_id}/reject", action(reject), methods=["POST"]),

@@ -71,7 +71,8 @@ GUARDED_GETS = ["/", "/cards/1", "/columns/ready", "/static/board.js", "/static/
                 "/api/columns/ready", "/events"]
 GUARDED_POSTS = ["/api/cards", "/api/cards/1/comment", "/api/cards/1/block",
                  "/api/cards/1/unblock", "/api/cards/1/cancel", "/api/cards/1/retry",
-                 "/api/cards/1/priority", "/api/cards/1/approve", "/api/cards/1/deny",
+                 "/api/cards/1/priority", "/api/cards/1/dependency-policy",
+                 "/api/cards/1/approve", "/api/cards/1/deny",
                  "/api/cards/1/reject", "/api/pause", "/api/resume"]
 
 
@@ -437,6 +438,33 @@ def test_forms_work_with_javascript_off(served: WebServer, kb: Kanban) -> None:
     assert refused.status_code == 409
     assert "cannot unblock" in refused.text and refused.headers["content-type"].startswith(
         "text/html")
+
+
+def test_the_dependency_policy_is_set_from_the_form_and_the_drawer(served: WebServer,
+                                                                   kb: Kanban) -> None:
+    dep = kb.add_card(NewCard("dependency"))
+    client = served.client(follow_redirects=False)
+    csrf = served.csrf(client)
+    form = client.post("/api/cards", data={"title": "follows", "depends_on": str(dep.id),
+                                           "on_dependency_failure": "cancel", "csrf": csrf})
+    assert form.status_code == 201
+    card = form.json()
+    assert card["on_dependency_failure"] == "cancel"
+    plain = client.post("/api/cards", data={"title": "board's", "on_dependency_failure": "",
+                                            "csrf": csrf})
+    assert plain.json()["on_dependency_failure"] is None
+    drawer = client.get(f"/cards/{card['id']}").text
+    assert f'action="/api/cards/{card["id"]}/dependency-policy"' in drawer
+    assert '<option value="cancel" selected>' in drawer
+    back = client.post(f"/api/cards/{card['id']}/dependency-policy",
+                       json={"on_dependency_failure": "board"},
+                       headers={"X-CSRF-Token": csrf})
+    assert back.status_code == 200 and back.json()["changed"] == ["on_dependency_failure"]
+    assert kb.card(card["id"]).on_dependency_failure is None
+    bad = client.post(f"/api/cards/{card['id']}/dependency-policy",
+                      json={"on_dependency_failure": "drop"}, headers={"X-CSRF-Token": csrf})
+    assert bad.status_code == 400 and "must be block or cancel" in bad.text
+    assert kb.card(card["id"]).on_dependency_failure is None  # nothing stored
 
 
 def test_bad_input_gets_one_clear_error(served: WebServer, kb: Kanban) -> None:

@@ -145,6 +145,22 @@ def test_edit_sets_the_policy_and_bad_values_are_refused(kb: Kanban) -> None:
     assert kb.card(card.id).status == S.CANCELLED
 
 
+def test_an_edit_can_give_the_policy_back_to_the_board(kb: Kanban) -> None:
+    from kanban.edits import CardEdit
+
+    kb.create_board("strict", on_dependency_failure="cancel")
+    dep = kb.add_card(NewCard("dependency", board="strict"))
+    card = kb.add_card(NewCard("waits", board="strict", depends_on=[dep.id],
+                               on_dependency_failure="block"))
+    assert kb.detail(card.id).on_dependency_failure == "block"
+    edited, changed = kb.edit(card.id, CardEdit(on_dependency_failure="board"))
+    assert changed == ["on_dependency_failure"] and edited.on_dependency_failure is None
+    assert kb.detail(card.id).on_dependency_failure == "cancel"  # the board's, now
+    assert kb.edit(card.id, CardEdit(on_dependency_failure="board"))[1] == []  # no change
+    _fail(kb, dep.id, "x")
+    assert kb.card(card.id).status == S.CANCELLED
+
+
 def test_adding_or_linking_a_card_to_a_failed_dependency_blocks_it_at_once(
         kb: Kanban, db: Database) -> None:
     dep = kb.add_card(NewCard("dependency"))

@@ -20,6 +20,12 @@ def test_add_and_edit_set_the_cards_policy_and_show_says_it(cli: Cli, kanban: Ka
     edited = cli.json("edit", str(card["id"]), "--on-dependency-failure", "block")
     assert edited["changed"] == ["on_dependency_failure"]
     assert "block (this card's setting)" in cli.ok("show", str(card["id"])).stdout
+    back = cli.json("edit", str(card["id"]), "--on-dependency-failure", "board")
+    assert back["changed"] == ["on_dependency_failure"]
+    assert back["card"]["on_dependency_failure"] is None
+    assert "block (the board's default)" in cli.ok("show", str(card["id"])).stdout
+    cli.ok("boards", "set", "--on-dependency-failure", "cancel")  # it follows the board now
+    assert "cancel (the board's default)" in cli.ok("show", str(card["id"])).stdout
 
 
 def test_show_names_the_boards_default_for_a_card_without_its_own(cli: Cli) -> None:
