@@ -12,7 +12,8 @@ from kanban.agent.types import ToolResult
 from kanban.cards import NewCard
 from kanban.children import check_child_limit
 from kanban.errors import LeaseLost, LimitExceeded
-from kanban.records import CardDetail
+from kanban.records import CardDetail, CardRecord
+from kanban.state.store import Conn
 from kanban.tools.registry import ToolRegistry
 from kanban.tools.scope import WorkerScope
 from kanban.validation import DEPENDENCY_POLICIES, MAX_ID
@@ -61,11 +62,15 @@ def kanban_complete(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
         summary = f"{summary}\n\n{args['result']}"
     summary = scope.on_complete(summary)
     verdict = scope.verify() if scope.verify is not None else None
-    with finishing(scope), scope.fenced(proven=True) as conn:
+
+    def complete(conn: Conn) -> str:
         transitions.complete(conn, scope.card_id, summary, now=scope.kb.clock(),
                              actor=scope.actor, gated=scope.gated, verdict=verdict)
-        status = (conn.scalar("SELECT status FROM card WHERE id = :id", {"id": scope.card_id})
-                  if scope.gated is not False else "done")
+        return (conn.scalar("SELECT status FROM card WHERE id = :id", {"id": scope.card_id})
+                if scope.gated is not False else "done")
+
+    with finishing(scope):  # tried again while the database is away, as every write here
+        status = scope.write(complete, proven=True)
     scope.finished = "completed"
     if verdict is not None and not verdict.passed:
         return ToolResult(f"card #{scope.card_id} did not pass its review gate and is now "
@@ -85,20 +90,19 @@ def finishing(scope: WorkerScope) -> Iterator[None]:
 
 
 def kanban_block(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
-    with finishing(scope), scope.fenced() as conn:
-        transitions.block(conn, scope.card_id, args["reason"], now=scope.kb.clock(),
-                          actor=scope.actor)
+    with finishing(scope):
+        scope.write(lambda conn: transitions.block(conn, scope.card_id, args["reason"],
+                                                   now=scope.kb.clock(), actor=scope.actor))
     scope.finished = "blocked"
     return ToolResult(f"card #{scope.card_id} is blocked; a person will look at it",
                       ends_run=True)
 
 
 def kanban_heartbeat(args: dict[str, Any], scope: WorkerScope) -> str:
-    try:
-        with scope.kb.db.write() as conn:
-            until = claims.heartbeat(conn, scope.card_id, scope.claim_token, run_id=scope.run_id,
-                                     lease_s=scope.lease_s, now=scope.kb.clock(),
-                                     note=args.get("note"))
+    try:  # a renewal twice is one renewal: tried again even when its commit is in doubt
+        until = scope.write(lambda conn: claims.heartbeat(
+            conn, scope.card_id, scope.claim_token, run_id=scope.run_id, lease_s=scope.lease_s,
+            now=scope.kb.clock(), note=args.get("note")), fenced=False, idempotent=True)
     except LeaseLost as exc:
         scope.on_lease_lost(exc.message)
         raise
@@ -107,35 +111,35 @@ def kanban_heartbeat(args: dict[str, Any], scope: WorkerScope) -> str:
 
 def kanban_comment(args: dict[str, Any], scope: WorkerScope) -> str:
     target = args.get("card_id", scope.card_id)
-    with scope.fenced() as conn:
-        comments.add_comment(conn, target, args["body"], author=scope.actor.name,
-                             actor=scope.actor,
-                             now=scope.kb.clock(), board=scope.board)
+    scope.write(lambda conn: comments.add_comment(
+        conn, target, args["body"], author=scope.actor.name, actor=scope.actor,
+        now=scope.kb.clock(), board=scope.board))
     return f"commented on #{target}"
 
 
 def kanban_create(args: dict[str, Any], scope: WorkerScope) -> str:
-    with scope.fenced() as conn:
-        own = cards.get_card(conn, scope.card_id)
-        if own.depth + 1 > scope.max_depth:
-            raise LimitExceeded(f"cannot create a card: depth {own.depth + 1} would exceed the "
-                                f"limit of {scope.max_depth}")
-        check_child_limit(conn, scope.card_id, 1, scope.max_children_per_card)
-        new = cards.add_card(conn, NewCard(
-            title=args["title"], goal=args.get("goal", ""), context=args.get("context", ""),
-            board=scope.board, priority=args.get("priority", 0), profile=own.profile,
-            depends_on=args.get("depends_on", []), parent_id=scope.card_id,
-            created_by=scope.actor.name,
-            on_dependency_failure=args.get("on_dependency_failure"),
-        ), scope.kb.clock())
+    new = scope.write(lambda conn: _create(conn, args, scope))
     return json.dumps({"id": new.id, "status": new.status})
+
+
+def _create(conn: Conn, args: dict[str, Any], scope: WorkerScope) -> CardRecord:
+    own = cards.get_card(conn, scope.card_id)
+    if own.depth + 1 > scope.max_depth:
+        raise LimitExceeded(f"cannot create a card: depth {own.depth + 1} would exceed the "
+                            f"limit of {scope.max_depth}")
+    check_child_limit(conn, scope.card_id, 1, scope.max_children_per_card)
+    return cards.add_card(conn, NewCard(
+        title=args["title"], goal=args.get("goal", ""), context=args.get("context", ""),
+        board=scope.board, priority=args.get("priority", 0), profile=own.profile,
+        depends_on=args.get("depends_on", []), parent_id=scope.card_id,
+        created_by=scope.actor.name, on_dependency_failure=args.get("on_dependency_failure"),
+    ), scope.kb.clock())
 
 
 def kanban_link(args: dict[str, Any], scope: WorkerScope) -> str:
     card_id, depends_on = args["card_id"], args["depends_on_id"]
-    with scope.fenced() as conn:
-        dependencies.link(conn, card_id, depends_on, actor=scope.actor.name,
-                          now=scope.kb.clock(), board=scope.board)
+    scope.write(lambda conn: dependencies.link(conn, card_id, depends_on, actor=scope.actor.name,
+                                               now=scope.kb.clock(), board=scope.board))
     return f"#{card_id} now depends on #{depends_on}"
 
 

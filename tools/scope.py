@@ -88,17 +88,18 @@ class WorkerScope:
             self.on_lease_lost(exc.message)
             raise
 
-    def write(self, change: Callable[[Conn], T], *, fenced: bool = True,
+    def write(self, change: Callable[[Conn], T], *, fenced: bool = True, proven: bool = False,
               idempotent: bool = False) -> T:
         """`change` in a (fenced) write transaction, tried again while the database is away;
         the tries end with the lease (LeaseLost: the worker stops), or after a few seconds
         of a fault of the host (read-only, full, I/O), which the worker reports as such.
-        `idempotent`: `change` finds out itself whether an earlier try committed, so a
-        commit whose outcome is in doubt (the server lost during COMMIT) is tried again."""
+        `proven`: as for `fenced`. `idempotent`: `change` finds out itself whether an earlier
+        try committed, so a commit whose outcome is in doubt (the server lost during COMMIT)
+        is tried again."""
 
         def once() -> T:
             if fenced:
-                with self.fenced() as conn:
+                with self.fenced(proven=proven) as conn:
                     return change(conn)
             with self.kb.db.write() as conn:
                 return change(conn)

@@ -245,3 +245,45 @@ def test_a_turn_whose_commit_was_in_doubt_is_stored_once(kb: Kanban,
         seqs = conn.column("SELECT seq FROM message WHERE run_id = :id ORDER BY seq",
                            {"id": scope.run_id})
     assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 3  # each once, in order
+
+
+def test_the_kanban_tools_write_through_a_short_outage(kb: Kanban,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kanban_* write is tried again while the database is away (as the worker's
+    own writes are), instead of handing the model a database error it cannot fix."""
+    from contextlib import contextmanager
+
+    from kanban.agent.types import ToolCall
+    from kanban.state.errors import TransientDatabaseError
+
+    scope = claimed(kb)
+    other = kb.add_card(NewCard("another card"))
+    write = type(kb.db).write
+    refusals = {"left": 0}
+
+    @contextmanager
+    def away_once(db: Any) -> Any:
+        if refusals["left"]:  # the write never began: nothing is in doubt
+            refusals["left"] -= 1
+            raise TransientDatabaseError("database is locked")
+        with write(db) as conn:
+            yield conn
+
+    monkeypatch.setattr(type(kb.db), "write", away_once)
+    toolbox = REGISTRY.toolbox(["kanban"], scope)
+    results = []
+    for name, args in (("kanban_heartbeat", {"note": "half way"}),
+                       ("kanban_comment", {"body": "a note"}),
+                       ("kanban_create", {"title": "a sub-card"}),
+                       ("kanban_link", {"card_id": other.id, "depends_on_id": scope.card_id}),
+                       ("kanban_complete", {"summary": "done"})):
+        refusals["left"] = 1
+        results.append(toolbox.call(ToolCall(name, name, json.dumps(args))))
+        assert refusals["left"] == 0, name  # the outage was met, and waited out
+    monkeypatch.undo()
+    assert [r.is_error for r in results] == [False] * 5, [r.content for r in results]
+    detail = kb.detail(scope.card_id)
+    assert [c.body for c in detail.comments] == ["a note"]
+    assert [c.title for c in detail.children] == ["a sub-card"]
+    assert [d.id for d in kb.detail(other.id).depends_on] == [scope.card_id]
+    assert detail.card.status == "done"
