@@ -108,8 +108,10 @@ def next_due(conn: Conn, *, now: datetime, flt: ClaimFilter = ClaimFilter()
     """When the earliest card held back by its backoff or its schedule becomes claimable."""
     board = " AND board = :board" if flt.board is not None else ""
     params = {"now": now, "board": flt.board}
-    times = [as_time(conn.scalar(f"SELECT min(run_after) FROM card WHERE status = 'ready' "
-                                 f"AND run_after > :now{board}", params)),
+    # the first ready card past now, not a walk of the board's ready cards (a backlog)
+    due = "" if conn.dialect == "postgresql" else " INDEXED BY ix_card_ready_due"
+    times = [as_time(conn.scalar(f"SELECT min(run_after) FROM card{due} WHERE status = "
+                                 f"'ready' AND run_after > :now{board}", params)),
              as_time(conn.scalar(f"SELECT min(run_after) FROM card WHERE status = 'scheduled'"
                                  f"{board}", params))]
     return min((t for t in times if t is not None), default=None)

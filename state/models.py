@@ -65,6 +65,8 @@ class Card(SQLModel, table=True):
         # Scheduled cards in the order they fall due.
         Index("ix_card_scheduled", "run_after", **_where("status = 'scheduled'")),
         Index("ix_card_board_live", "board", "id", **_where("archived_at IS NULL")),
+        # Ready cards held back by their backoff, in the order they fall due (migration 13).
+        Index("ix_card_ready_due", "run_after", **_where("status = 'ready'")),
         Index("ix_card_search", text(f"({_CARD_TSVECTOR})"), postgresql_using="gin"
               ).ddl_if(dialect="postgresql"),
     )

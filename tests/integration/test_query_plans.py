@@ -211,3 +211,29 @@ def test_the_scan_check_catches_a_scan(tmp_path: Path) -> None:
                                      "ORDER BY priority DESC, id LIMIT 5", {})
     finally:
         db.dispose()
+
+
+def test_next_due_seeks_the_first_held_back_card_instead_of_walking_the_queue(
+        tmp_path: Path) -> None:
+    """Nothing claimable yet (a backlog behind retry backoffs): when the next card falls due
+    is one index seek, with or without a board filter, and the answer is the earliest."""
+    clock = FakeClock()
+    db = open_sqlite(tmp_path / "kanban.db")
+    kb = Kanban(db, clock=clock)
+    try:
+        held = [kb.add_card(NewCard(f"held back {n}")).id for n in range(300)]
+        with db.write() as conn:
+            for n, card_id in enumerate(held):
+                conn.run("UPDATE card SET run_after = :at WHERE id = :id",
+                         {"at": clock.now + timedelta(seconds=600 - n), "id": card_id})
+        for flt in (claims.ClaimFilter(), claims.ClaimFilter(board=DEFAULT_BOARD)):
+            with recording() as recorded, db.read() as conn:
+                due = claims.next_due(conn, now=clock.now, flt=flt)
+            assert due == clock.now + timedelta(seconds=301)
+            ready = [sql for sql in recorded if "status = 'ready'" in sql]
+            assert ready, "next_due asked nothing about ready cards"
+            for sql in ready:
+                plan = _explain_sqlite(db, sql, recorded[sql])
+                assert any("ix_card_ready_due" in line for line in plan), plan
+    finally:
+        db.dispose()
