@@ -20,10 +20,12 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, NoReturn
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 if TYPE_CHECKING:
-    from kanban.state.store import Database
+    from kanban.records import CardRecord
+    from kanban.state.store import Conn, Database
 
 EXIT_INTERNAL = 70
 EXIT_INFRA = 74  # as worker/main.py: the host failed it
@@ -121,10 +123,33 @@ def _open_early(db: Database | None) -> tuple[int, int] | None:
         found = os.stat(db.target)
         with db.read() as conn:
             conn.scalar("SELECT count(*) FROM sqlite_master")  # the schema, read now
+            with suppress(Exception):  # a speed-up only: never a reason not to start
+                _rehearse_reads(conn)
     except Exception:  # noqa: BLE001 - the worker opens it itself and reports what fails
         db.dispose()
         return None
     return found.st_dev, found.st_ino
+
+
+def _rehearse_reads(conn: Conn) -> None:
+    """The reads a worker makes before its first model call, once, on no card: the
+    connection the worker inherits then has their statements compiled, and this process
+    has written to the pages of the code they run (copy-on-write faults taken now)."""
+    from kanban.approvals import for_card
+    from kanban.cards import card_attachments, get_card
+    from kanban.claims import is_current
+    from kanban.errors import CardNotFound
+    from kanban.queries import subtree_cost
+    from kanban.worker.resume import stored_conversation
+
+    with suppress(CardNotFound):
+        get_card(conn, 0)
+    card_attachments(conn, 0)
+    subtree_cost(conn, 0)
+    for_card(conn, 0)
+    is_current(conn, 0, "")
+    no_card = SimpleNamespace(id=0, resume_base=0, waiting_on=None)  # finds no run
+    stored_conversation(conn, cast("CardRecord", no_card), 0)
 
 
 def _same_file(db: Database, opened: tuple[int, int]) -> bool:
