@@ -8,6 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
+from kanban.agent import standby
 from kanban.agent.errors import ModelError
 
 T = TypeVar("T")
@@ -24,7 +25,7 @@ class _Caller:
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self.busy = False
-        threading.Thread(target=self._serve, name="model-call", daemon=True).start()
+        standby.run_in_thread(self._serve, "model-call")
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:

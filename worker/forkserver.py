@@ -82,6 +82,9 @@ def run_spare(read_fd: int, inherited: list[int], db: Database | None) -> None:
     try:
         _isolate(inherited)
         opened = _open_early(db)
+        from kanban.agent import standby
+
+        standby.start(2)  # the card's heartbeat and its model calls: threads already up
         request = _read_request(read_fd)
         if request is None:
             os._exit(0)

@@ -13,6 +13,7 @@ import threading
 import time
 
 from kanban import claims
+from kanban.agent import standby
 from kanban.agent.interrupt import Interrupt
 from kanban.errors import LeaseLost
 from kanban.state.retry import Backoff
@@ -24,13 +25,15 @@ CHECK_S = 0.25  # how often the lease is checked (a read) when nothing else is w
 RETRY = Backoff(first_s=0.2, cap_s=2.0)  # after a failed write, sooner than the next tick
 
 
-class HeartbeatThread(threading.Thread):
+class HeartbeatThread:
     """With an activity or an interrupt to serve it also watches the lease closely;
-    without, it only renews it."""
+    without, it only renews it. It runs on a daemon thread (one started ahead of the card
+    in a spare worker: kanban.agent.standby)."""
 
     def __init__(self, scope: WorkerScope, *, activity: Activity | None = None,
                  interrupt: Interrupt | None = None, check_s: float = CHECK_S) -> None:
-        super().__init__(name=f"heartbeat-#{scope.card_id}", daemon=True)
+        self.name = f"heartbeat-#{scope.card_id}"
+        self._thread: threading.Thread | None = None
         self.scope = scope
         self.activity = activity
         self.interrupt = interrupt
@@ -39,6 +42,16 @@ class HeartbeatThread(threading.Thread):
         self.check_s = min(check_s, self.interval) if watching else self.interval
         self._stopped = False
         self._wake = activity.urgent if activity is not None else threading.Event()
+
+    def start(self) -> None:
+        self._thread = standby.run_in_thread(self.run, self.name)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def run(self) -> None:
         renew_at = time.monotonic() + self.interval
@@ -106,5 +119,5 @@ class HeartbeatThread(threading.Thread):
         """End the thread and wait for it, so no check runs after the caller moves on."""
         self._stopped = True
         self._wake.set()
-        if self.is_alive() and threading.current_thread() is not self:
+        if self.is_alive() and threading.current_thread() is not self._thread:
             self.join(timeout=10)
