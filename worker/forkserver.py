@@ -289,11 +289,12 @@ class ForkServer:
         while b"\n" in self.buffer:
             line, self.buffer = self.buffer.split(b"\n", 1)
             if line.strip():
-                self._spawn(json.loads(line))
+                self._spawn(line)
         return True
 
-    def _spawn(self, request: dict[str, Any]) -> None:
-        pid = self._hand_to_spare(request)
+    def _spawn(self, line: bytes) -> None:
+        pid = self._hand_to_spare(line)  # as it came: the spare parses it itself
+        request = json.loads(line)
         if pid is None:
             pid = self._fork(lambda: run_child(request, self._held(), self.db))
         self.send({"id": request["id"], "pid": pid})
@@ -318,14 +319,14 @@ class ForkServer:
             child()  # never returns
         return pid
 
-    def _hand_to_spare(self, request: dict[str, Any]) -> int | None:
-        """The spare's pid once it has the request; None without a (living) spare."""
+    def _hand_to_spare(self, line: bytes) -> int | None:
+        """The spare's pid once it has the request line; None without a (living) spare."""
         if self.spare is None:
             return None
         pid, fd = self.spare
         self.spare = None
         try:
-            data = (json.dumps(request) + "\n").encode()
+            data = line + b"\n"
             while data:  # a full pipe blocks only until the spare reads it
                 data = data[os.write(fd, data):]
         except OSError:  # it died waiting (killed by hand, the OOM killer): fork anew
