@@ -215,7 +215,6 @@ def wait_until(predicate: Callable[[], T], *, timeout: float, what: str,
         time.sleep(interval)
 
 
-
 def start_together(start_at: float) -> float:
     """Start together (wall clock: the processes share no monotonic origin); returns when."""
     delay = start_at - time.time()

@@ -52,20 +52,10 @@ def measure(work: Path, cards: int, *, cold: bool) -> Latencies:
     new_board(path)
     configure(path, model=write_script(path.parent / "once.json", complete_at_once()))
     reader = Reader(path)
-    ids = []
     try:
-        with DispatcherProcess(path, max_workers=2, cold=cold) as dispatcher, \
-                kanban_at(path) as kb:
+        with DispatcherProcess(path, max_workers=2, cold=cold) as dispatcher:
             warm_up(path, dispatcher)  # the dispatcher (and forkserver) up before timing
-            for i in range(cards):
-                card_id = kb.add_card(NewCard(title=f"latency {i}", goal="measure")).id
-                ids.append(card_id)
-
-                def settled(card_id: int = card_id) -> bool:
-                    dispatcher.check_alive()
-                    return card_settled(reader, card_id)
-
-                wait_until(settled, timeout=60, what=f"card #{card_id}")
+            ids = _one_at_a_time(path, reader, dispatcher, cards, "latency")
         return _latencies(reader, ids)
     finally:
         reader.close()
@@ -77,7 +67,7 @@ def measure_sdk(work: Path, cards: int) -> list[float]:
     from tests.support.llm_bodies import tool_results
     from tests.support.llm_server import LLMServer, text_reply, tool_reply
 
-    arrivals: list[float] = []
+    arrivals: list[float] = []  # each card's first request, in card order
 
     def respond(body: dict[str, object]) -> object:
         if tool_results(body):
@@ -89,27 +79,36 @@ def measure_sdk(work: Path, cards: int) -> list[float]:
     new_board(path)
     configure(path, model="openai:bench")
     reader = Reader(path)
-    latencies = []
     try:
         with LLMServer(responder=respond) as server, \
-                DispatcherProcess(path, max_workers=2, env=server.env()) as dispatcher, \
-                kanban_at(path) as kb:
+                DispatcherProcess(path, max_workers=2, env=server.env()) as dispatcher:
             warm_up(path, dispatcher)
-            for i in range(cards):
-                arrivals.clear()
-                card_id = kb.add_card(NewCard(title=f"sdk latency {i}", goal="measure")).id
-
-                def settled(card_id: int = card_id) -> bool:
-                    dispatcher.check_alive()
-                    return card_settled(reader, card_id)
-
-                wait_until(settled, timeout=60, what=f"card #{card_id}")
-                created = reader.one("SELECT at FROM event WHERE card_id = ? AND "
-                                     "kind = 'created'", card_id)
-                latencies.append((arrivals[0] - ts(created)) * 1000)
-        return latencies
+            arrivals.clear()  # the warm-up card's
+            ids = _one_at_a_time(path, reader, dispatcher, cards, "sdk latency")
+        assert len(arrivals) == len(ids), f"{len(arrivals)} first requests for {len(ids)} cards"
+        created = [reader.one("SELECT at FROM event WHERE card_id = ? AND kind = 'created'",
+                              card_id) for card_id in ids]
+        return [(arrived - ts(at)) * 1000 for arrived, at in zip(arrivals, created, strict=True)]
     finally:
         reader.close()
+
+
+def _one_at_a_time(path: Path, reader: Reader, dispatcher: DispatcherProcess, cards: int,
+                   title: str) -> list[int]:
+    """Add `cards` cards, each once the previous one is done and its worker reaped (so each
+    meets an idle dispatcher); their ids."""
+    ids = []
+    with kanban_at(path) as kb:
+        for i in range(cards):
+            card_id = kb.add_card(NewCard(title=f"{title} {i}", goal="measure")).id
+            ids.append(card_id)
+
+            def settled(card_id: int = card_id) -> bool:
+                dispatcher.check_alive()
+                return card_settled(reader, card_id)
+
+            wait_until(settled, timeout=60, what=f"card #{card_id}")
+    return ids
 
 
 _FLOOR_CARD = (
