@@ -64,12 +64,12 @@ def status_counts(conn: Conn, board: str | None = None) -> dict[str, int]:
 
 
 def status_counts_plan(board: str | None = None) -> Plan[dict[str, int]]:
-    """Unarchived cards per column, from the counts the card triggers keep (migration 12)."""
+    """Unarchived cards per column, from the counts the card triggers keep (migration 14)."""
     if board is None:
         rows = yield Query("SELECT status, sum(n) FROM card_count GROUP BY status")
     else:
-        rows = yield Query("SELECT status, n FROM card_count WHERE board = :board",
-                           {"board": board})
+        rows = yield Query("SELECT status, sum(n) FROM card_count WHERE board = :board "
+                           "GROUP BY status", {"board": board})
     counts = {str(s): 0 for s in BOARD_ORDER}
     counts.update({status: int(n) for status, n in rows})
     return counts

@@ -67,6 +67,8 @@ class Card(SQLModel, table=True):
         Index("ix_card_board_live", "board", "id", **_where("archived_at IS NULL")),
         # Ready cards held back by their backoff, in the order they fall due (migration 13).
         Index("ix_card_ready_due", "run_after", **_where("status = 'ready'")),
+        Index("ix_card_waiting", "id", **_where("status = 'waiting'")),
+        Index("ix_card_finished", "finished_at", **_where("finished_at IS NOT NULL")),
         Index("ix_card_search", text(f"({_CARD_TSVECTOR})"), postgresql_using="gin"
               ).ddl_if(dialect="postgresql"),
     )
@@ -123,11 +125,13 @@ class Card(SQLModel, table=True):
 
 
 class CardCount(SQLModel, table=True):
-    """Each board's column counts (unarchived cards per status), kept by triggers."""
+    """Unarchived cards per board, profile and status (the board's column counts, stats),
+    kept by triggers (migration 14)."""
 
     __tablename__ = "card_count"
 
     board: str = Field(primary_key=True, max_length=64)
+    profile: str = Field(primary_key=True, max_length=64)
     status: str = Field(primary_key=True, max_length=16)
     n: int
 

@@ -71,6 +71,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "dependency_failure", sql_file("0011_dependency_failure")),
     Migration(12, "list_index", sql_file("0012_list_index")),
     Migration(13, "ready_due", sql_file("0013_ready_due")),
+    Migration(14, "quiet_tick", sql_file("0014_quiet_tick")),
 )
 LATEST = MIGRATIONS[-1].id
 

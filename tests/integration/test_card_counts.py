@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kanban.cards import NewCard
+from kanban.edits import CardEdit
 from kanban.queries import status_counts
 from kanban.service import Kanban
 from kanban.state.store import Database
@@ -14,17 +15,17 @@ from tests.support.db import STORES, put_card_in
 pytestmark = pytest.mark.parametrize("store", STORES, indirect=True)
 
 
-def counted(db: Database) -> dict[tuple[str, str], int]:
+def counted(db: Database) -> dict[tuple[str, str, str], int]:
     with db.read() as conn:
-        return {(board, status): int(n) for board, status, n in conn.all(
-            "SELECT board, status, count(*) FROM card WHERE archived_at IS NULL "
-            "GROUP BY board, status")}
+        return {(board, profile, status): int(n) for board, profile, status, n in conn.all(
+            "SELECT board, profile, status, count(*) FROM card WHERE archived_at IS NULL "
+            "GROUP BY board, profile, status")}
 
 
-def kept(db: Database) -> dict[tuple[str, str], int]:
+def kept(db: Database) -> dict[tuple[str, str, str], int]:
     with db.read() as conn:
-        return {(board, status): int(n) for board, status, n in conn.all(
-            "SELECT board, status, n FROM card_count WHERE n != 0")}
+        return {(board, profile, status): int(n) for board, profile, status, n in conn.all(
+            "SELECT board, profile, status, n FROM card_count WHERE n != 0")}
 
 
 def test_counts_follow_every_kind_of_change(kb: Kanban, db: Database) -> None:
@@ -38,6 +39,8 @@ def test_counts_follow_every_kind_of_change(kb: Kanban, db: Database) -> None:
     assert kept(db) == counted(db)
     kb.retry(done.id)  # back, unarchived, in another column
     assert kept(db) == counted(db)
+    kb.edit(cards[CardStatus.READY].id, CardEdit(profile="coder"))  # moves between profiles
+    assert kept(db) == counted(db)
     blocked = kb.add_card(NewCard("blocked later", board="other"))
     kb.cancel(blocked.id)
     with db.write() as conn:
@@ -45,5 +48,8 @@ def test_counts_follow_every_kind_of_change(kb: Kanban, db: Database) -> None:
     assert kept(db) == counted(db)
     with db.read() as conn:
         shown = status_counts(conn, "default")
-    assert {s: n for s, n in shown.items() if n} == {
-        status: n for (board, status), n in counted(db).items() if board == "default"}
+    expected: dict[str, int] = {}
+    for (board, _profile, status), n in counted(db).items():
+        if board == "default":
+            expected[status] = expected.get(status, 0) + n
+    assert {s: n for s, n in shown.items() if n} == expected

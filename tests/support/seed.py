@@ -48,9 +48,9 @@ def seed_finished(db: Database, count: int, *, board: str, at: datetime) -> None
             "SELECT id, 1, 'assistant', 'done', :at FROM run WHERE card_id >= :first", params)
         if db.dialect == "postgresql":
             conn.execute("DELETE FROM card_count WHERE board = :board", params)
-            conn.execute("INSERT INTO card_count (board, status, n) SELECT board, status, "
-                         "count(*) FROM card WHERE board = :board AND archived_at IS NULL "
-                         "GROUP BY board, status", params)
+            conn.execute("INSERT INTO card_count (board, profile, status, n) SELECT board, "
+                         "profile, status, count(*) FROM card WHERE board = :board AND "
+                         "archived_at IS NULL GROUP BY board, profile, status", params)
             for table in ("card", "run"):
                 conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                              f"(SELECT max(id) FROM {table}))")
