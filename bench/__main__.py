@@ -15,6 +15,7 @@ from bench import (
     claims,
     cli,
     daily,
+    idle,
     latency,
     memory,
     postgres,
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "tools": tools.run,
     "scale": scale.run,  # a million cards against 10,000
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
+    "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"

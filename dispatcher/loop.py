@@ -32,7 +32,7 @@ from kanban.dispatcher.spawn import (
     SubprocessSpawner,
 )
 from kanban.dispatcher.stopping import SHUTDOWN_PATIENCE_S, Stopping
-from kanban.dispatcher.wake import ChangeWatcher, NotifyWatcher, change_watcher
+from kanban.dispatcher.wake import ChangeWatcher, Doorbell, NotifyWatcher, change_watcher
 from kanban.dispatcher.workspace import ready_workspace
 from kanban.records import Claim
 from kanban.service import Kanban
@@ -65,7 +65,7 @@ class Dispatcher(FaultDuties, Stopping):
                             or default_max_workers())
         self.instance = Instance()
         self.host = self.instance.host
-        self.wake = threading.Event()
+        self.wake = Doorbell()
         self.stop_requested = threading.Event()
         self.hand_back = threading.Event()
         self.workers = LocalWorkers()
@@ -103,7 +103,7 @@ class Dispatcher(FaultDuties, Stopping):
                         stop=self.stop_requested, on_retry=self._say_retry)
         self._start_file_guard()
         self.spawner = self._new_spawner()
-        self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s)
+        self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s, wakeups_only=True)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
         event(f"dispatcher {self.id} started: pid {os.getpid()}, {self.max_workers} workers at "
               "most" + (f", board {self.opts.board}" if self.opts.board else ""),

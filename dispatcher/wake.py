@@ -10,77 +10,121 @@ PostgreSQL: LISTEN/NOTIFY (see NotifyWatcher).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
-import select
 import sqlite3
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
+from kanban.state.inotify import IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
 from kanban.state.retry import Backoff
 from kanban.state.store import Database
 
-_IN_MODIFY, _IN_CREATE, _IN_MOVED_TO = 0x2, 0x100, 0x80
+_MASK = IN_MODIFY | IN_CREATE | IN_MOVED_TO
 EVENT_CHECK_S = 0.05  # how often a set `event` is noticed while sleeping in select()
-# After a file event that showed no commit yet, look again every SETTLE_S, SETTLE_CHECKS
-# times (25 ms in all): the commit shows up tens of microseconds later (the writer's last
-# WAL write, then its wal-index update in memory), rarely a few milliseconds when the
-# writer is descheduled; each look is one `PRAGMA data_version`, about 5 µs. At 1 ms a
-# look, waiting out that gap was most of the wake-up's p99.
-SETTLE_S = 0.0002
-SETTLE_CHECKS = 125
+# After a file event that showed no commit yet, look again after SETTLE_S, then after
+# twice as long each time, SETTLE_CHECKS times (about 26 ms in all): the commit shows up
+# tens of microseconds later (the writer's last WAL write, then its wal-index update in
+# memory), rarely a few milliseconds when the writer is descheduled; each look is one
+# `PRAGMA data_version`, about 5 µs. Looks at a fixed 0.2 ms (125 of them) cost an idle
+# dispatcher 1% of a core, spent after its own heartbeat's write; at 1 ms a look, waiting
+# out the gap was most of the wake-up's p99.
+SETTLE_S = 0.0001
+SETTLE_CHECKS = 8
 _LISTEN_BACKOFF = Backoff(first_s=0.1, cap_s=2.0)
 
 
-class _Inotify:
-    def __init__(self, folder: Path) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        mask = _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO
-        if libc.inotify_add_watch(self.fd, os.fsencode(folder), mask) < 0:
-            os.close(self.fd)
-            raise OSError(ctypes.get_errno(), "inotify_add_watch")
+class Doorbell(threading.Event):
+    """An Event that also rings a pipe, so a watcher sleeping in select() hears `set()` at
+    once instead of looking at the event every EVENT_CHECK_S (20 wake-ups a second that an
+    idle dispatcher paid for nothing)."""
 
-    def wait(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if ready:
-            with contextlib.suppress(BlockingIOError):
-                while os.read(self.fd, 65536):
-                    pass
-        return bool(ready)
+    def __init__(self) -> None:
+        super().__init__()
+        self._read, self._write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # closed with the object, never before: a set() must not write into a reused fd
+        weakref.finalize(self, _close_all, self._read, self._write)
 
-    def close(self) -> None:
-        os.close(self.fd)
+    def fileno(self) -> int:
+        return self._read
+
+    def set(self) -> None:
+        super().set()
+        with contextlib.suppress(OSError):  # full: it rings already; closed: nobody listens
+            os.write(self._write, b"\0")
+
+    def clear(self) -> None:
+        super().clear()
+        with contextlib.suppress(OSError):
+            while os.read(self._read, 4096):
+                pass
+
+
+
+def _close_all(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 class ChangeWatcher:
-    def __init__(self, path: Path | None, *, poll_s: float = 0.005) -> None:
+    """`wait` returns when another connection commits. With `wakeups_only`, only for the
+    commits that move the wake-up counter (migration 15: a card became ready, was cancelled
+    or settled as a child; spawning paused or resumed), which is all a dispatcher acts on:
+    a board's other traffic (heartbeats, transcripts, comments) costs it one read each."""
+
+    def __init__(self, path: Path | None, *, poll_s: float = 0.005,
+                 wakeups_only: bool = False) -> None:
         self.poll_s = poll_s if path is not None else 0.25
         self._conn = sqlite3.connect(path, check_same_thread=False) if path else None
-        self._notify: _Inotify | None = None
+        self._notify: Inotify | None = None
         if path is not None and sys.platform == "linux":
             with contextlib.suppress(OSError):
-                self._notify = _Inotify(path.parent)
+                self._notify = Inotify(path.parent, _MASK)
+        self._wakeups_only = wakeups_only
         self._last = self._version()
+        self._last_wakeup = self._wakeup()
 
     def _version(self) -> int:
         if self._conn is None:
             return 0
         return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
+    def _wakeup(self) -> int | None:
+        """The wake-up counter (None: every commit counts)."""
+        if self._conn is None or not self._wakeups_only:
+            return None
+        try:
+            return int(self._conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM wakeup").fetchone()[0])
+        except sqlite3.OperationalError:  # no such table: a board this code cannot read
+            return None
+
+    def _look(self) -> tuple[bool, bool]:
+        """(a commit landed since the last look, and it matters): data_version moved, and
+        with `wakeups_only` the counter too."""
+        version = self._version()
+        if version == self._last:
+            return False, False
+        self._last = version
+        wakeup = self._wakeup()
+        if wakeup is not None and wakeup == self._last_wakeup:
+            return True, False
+        self._last_wakeup = wakeup
+        return True, True
+
     def wait(self, timeout: float, event: threading.Event) -> bool:
         """Block until the data changes, `event` is set, or `timeout`; True if data changed."""
         deadline = time.monotonic() + timeout
         settle = 0
         while True:
-            version = self._version()
-            if version != self._last:
-                self._last = version
+            landed, matters = self._look()
+            if matters:
                 return True
+            if landed:
+                settle = 0  # the commit a file event announced is visible: no need to look
             remaining = deadline - time.monotonic()
             if remaining <= 0 or event.is_set():
                 return False
@@ -88,9 +132,11 @@ class ChangeWatcher:
                 # SQLite writes the WAL file a moment before the commit is visible in the
                 # wal-index (which raises no file event): after a wake-up that shows no
                 # change yet, look again shortly rather than sleeping the full interval.
-                pause = SETTLE_S if settle else EVENT_CHECK_S
-                settle = SETTLE_CHECKS if self._notify.wait(min(pause, remaining)) else max(
-                    0, settle - 1)
+                bell = (event.fileno(),) if isinstance(event, Doorbell) else ()
+                pause = (SETTLE_S * 2 ** (SETTLE_CHECKS - settle) if settle
+                         else remaining if bell else EVENT_CHECK_S)
+                settle = SETTLE_CHECKS if self._notify.wait(min(pause, remaining), *bell) \
+                    else max(0, settle - 1)
             elif event.wait(min(self.poll_s, remaining)):
                 return False
             if self._conn is None:
@@ -179,8 +225,10 @@ class NotifyWatcher:
         self._thread.join(timeout=2 * self.RECEIVE_S + 1)
 
 
-def change_watcher(db: Database, *, poll_s: float = 0.005) -> ChangeWatcher | NotifyWatcher:
-    """The watcher for this store: data_version and inotify on SQLite, LISTEN on PostgreSQL."""
+def change_watcher(db: Database, *, poll_s: float = 0.005,
+                   wakeups_only: bool = False) -> ChangeWatcher | NotifyWatcher:
+    """The watcher for this store: data_version and inotify on SQLite, LISTEN on PostgreSQL
+    (whose notifications are the wake-ups already)."""
     if db.dialect == "postgresql":
         return NotifyWatcher(db)
-    return ChangeWatcher(db.path, poll_s=poll_s)
+    return ChangeWatcher(db.path, poll_s=poll_s, wakeups_only=wakeups_only)

@@ -335,6 +335,14 @@ class Setting(SQLModel, table=True):
     value: str
 
 
+class Wakeup(SQLModel, table=True):
+    """One counter, moved by SQLite's triggers when a commit matters to a dispatcher
+    (migration 15); PostgreSQL says the same through NOTIFY."""
+
+    id: int = Field(primary_key=True)
+    seq: int = Field(sa_type=BigInteger)
+
+
 class Dispatcher(SQLModel, table=True):
     __table_args__ = (Index("ix_dispatcher_instance", "instance", unique=True),)
 

@@ -72,6 +72,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "list_index", sql_file("0012_list_index")),
     Migration(13, "ready_due", sql_file("0013_ready_due")),
     Migration(14, "quiet_tick", sql_file("0014_quiet_tick")),
+    Migration(15, "wakeups", sql_file("0015_wakeups")),
 )
 LATEST = MIGRATIONS[-1].id
 
