@@ -38,6 +38,7 @@ class FaultDuties:
     wake: threading.Event
     stop_requested: threading.Event
     workers: LocalWorkers
+    host: str
     spawner: Spawner | None
     breaker: Breaker
     file_guard: FileGuard | None
@@ -61,6 +62,25 @@ class FaultDuties:
 
     def _hand_back(self, claim: Claim, reason: str, delay_s: float = 0.0) -> None:
         raise NotImplementedError
+
+    def _check_journal(self) -> None:
+        """Say it when the board runs without WAL; refuse a board on a network filesystem
+        that a dispatcher of another host already uses (SQLite's locks do not hold there)."""
+        warning = self.kb.db.journal_warning()
+        if warning is None:
+            return
+        event(warning, logging.WARNING, kind="journal")
+        remote = getattr(getattr(self.kb.db, "journal", None), "network_fs", None)
+        if remote is None:
+            return
+        with self.kb.db.read() as conn:
+            others = [d for d in control.live_dispatchers(conn, self.kb.clock())
+                      if d.host != self.host]
+        if others:
+            raise DatabaseError(
+                f"the board is on a network filesystem ({remote}) and dispatcher "
+                f"{others[0].id} on {others[0].host} uses it too: SQLite cannot be shared by "
+                "several hosts there; move the board to PostgreSQL")
 
     def _start_file_guard(self) -> None:
         try:

@@ -97,6 +97,7 @@ class Dispatcher(FaultDuties, Stopping):
             (self.home / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         # Short waits inside a step: the loop itself waits out an outage, reaping meanwhile.
         self.kb.db.patience_s = min(self.kb.db.patience_s, STEP_PATIENCE_S)
+        self._check_journal()
         self.id = retry_transient(self._register, backoff=OUTAGE_BACKOFF,
                                   stop=self.stop_requested, on_retry=self._say_retry)
         retry_transient(lambda: rescue.adopt_dead_instances(self), backoff=OUTAGE_BACKOFF,

@@ -15,24 +15,29 @@ from kanban.state.store import Database
 
 
 def open_database(
-    location: DbLocation, *, create: bool = False, synchronous: str = "NORMAL"
+    location: DbLocation, *, create: bool = False, synchronous: str = "NORMAL",
+    journal: str = "auto",
 ) -> Database:
-    """A ready-to-use database; `create` allows a new file (as `kanban init` does)."""
+    """A ready-to-use database; `create` allows a new file (as `kanban init` does), with
+    the rollback journal when `journal` says so (SQLite; see kanban.state.journal)."""
     if location.is_postgres:
         from kanban.state.postgres import PostgresDatabase
 
         db: Database = PostgresDatabase(location.target)
     else:
-        db = _open_sqlite(location, create=create, synchronous=synchronous)
+        db = _open_sqlite(location, create=create, synchronous=synchronous, journal=journal)
     try:
         migrate(db)
+        if isinstance(db, SQLiteDatabase) and create:
+            db.keep_journal()
     except BaseException:
         db.dispose()
         raise
     return db
 
 
-def _open_sqlite(location: DbLocation, *, create: bool, synchronous: str) -> Database:
+def _open_sqlite(location: DbLocation, *, create: bool, synchronous: str,
+                 journal: str) -> Database:
     path = location.path
     if path.is_dir():
         raise DatabaseError(f"{path} is a directory, not a database file")
@@ -45,7 +50,7 @@ def _open_sqlite(location: DbLocation, *, create: bool, synchronous: str) -> Dat
             raise DatabaseError(f"cannot create database at {path}: {exc.strerror}") from None
     elif path.stat().st_size:
         _check_before_use(path)
-    return SQLiteDatabase(path, synchronous=synchronous)
+    return SQLiteDatabase(path, synchronous=synchronous, journal=journal)
 
 
 def missing_database(location: DbLocation) -> str:
@@ -65,8 +70,11 @@ def _check_before_use(path: Path) -> None:
     """Refuse a foreign, corrupt or newer file over a read-only connection, before the
     first ordinary connection switches it to WAL (which rewrites its header)."""
     before = wal_guard.before_connect(path)  # a removed -wal: wait for it to be back
+    # A rollback journal left by a killed writer must be rolled back before anyone reads,
+    # which a read-only connection cannot do (a plain one does not touch the journal mode).
+    mode = "rw" if Path(f"{path}-journal").exists() else "ro"
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode={mode}", uri=True)
     except sqlite3.Error as exc:
         raise translate(path, exc) from None
     try:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kanban.state import wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
+from kanban.state.journal import ROLLBACK, WAL, Journal, network_fs
 from kanban.state.retry import Backoff
 from kanban.state.sqlite_errors import IO, WAL_MISSING, describe_error, is_busy, translate
 from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
@@ -53,7 +54,20 @@ except TransientDatabaseError as e:
     sys.exit(1)
 """
 
-__all__ = ["BUSY_TIMEOUT_MS", "SQLiteDatabase", "create_file", "describe_error"]
+__all__ = ["BUSY_TIMEOUT_MS", "JOURNAL_CHOICES", "SQLiteDatabase", "create_file",
+           "describe_error"]
+JOURNAL_CHOICES = ("auto", ROLLBACK)  # auto: WAL unless the filesystem cannot keep it
+JOURNAL_KEY = "journal"  # the setting a board in rollback mode carries
+
+
+def _kept_rollback(raw: sqlite3.Connection) -> bool:
+    """A board that chose the rollback journal says so in its settings (an old or copied
+    file in rollback mode without it is switched to WAL, as before)."""
+    try:
+        row = raw.execute("SELECT value FROM setting WHERE key = ?", (JOURNAL_KEY,)).fetchone()
+    except sqlite3.OperationalError:  # a new file: no tables yet
+        return False
+    return row is not None and row[0] == ROLLBACK
 
 
 def _time_text(value: datetime) -> str:
@@ -78,8 +92,7 @@ def create_file(path: Path) -> None:
     raw = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
         raw.execute("PRAGMA auto_vacuum = INCREMENTAL")  # a no-op once tables exist
-        raw.execute("PRAGMA journal_mode = WAL")
-    finally:
+    finally:  # the journal is chosen by the first connection (SQLiteDatabase._journal)
         raw.close()
 
 
@@ -87,10 +100,16 @@ class SQLiteDatabase(Database):
     dialect = "sqlite"
     clock = staticmethod(utcnow)  # the writing process's clock, at no cost
 
-    def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: Path, *, synchronous: str = "NORMAL",
+                 journal: str = "auto") -> None:
         if synchronous.upper() not in {"NORMAL", "FULL"}:
             raise DatabaseError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        if journal not in JOURNAL_CHOICES:
+            raise DatabaseError(f"journal must be one of {', '.join(JOURNAL_CHOICES)}, "
+                                f"not {journal!r}")
         self.path = path
+        self.journal_wanted = journal
+        self.journal = Journal(WAL)  # what the first connection finds (see _journal)
         self.file: Path = path  # never None here (the base class allows None)
         self.synchronous = synchronous.upper()
         self._local = threading.local()
@@ -120,7 +139,7 @@ class SQLiteDatabase(Database):
                               check_same_thread=False, cached_statements=256)
         try:
             raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
-            raw.execute("PRAGMA journal_mode = WAL")
+            self.journal = self._journal(raw)
             raw.execute(f"PRAGMA synchronous = {self.synchronous}")
             raw.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error:
@@ -136,9 +155,46 @@ class SQLiteDatabase(Database):
             raise
         return raw
 
+    def journal_warning(self) -> str | None:
+        with self.read():
+            pass  # a connection, so the journal in force is known
+        return self.journal.warning
+
+    def keep_journal(self) -> None:
+        """Once migrated: a board in rollback mode says so in its settings, so every later
+        process keeps it (on a local disk it would otherwise switch the file to WAL)."""
+        if self.journal_warning() is None:
+            return
+        with self.write() as conn:
+            conn.run("INSERT INTO setting (key, value) VALUES (:k, :v) ON CONFLICT (key) DO "
+                     "UPDATE SET value = :v", {"k": JOURNAL_KEY, "v": ROLLBACK})
+
+    def _journal(self, raw: sqlite3.Connection) -> Journal:
+        """WAL where it is safe and works; else the rollback journal, with the reason.
+        WAL is the file's own persistent state: a WAL board costs one pragma here."""
+        mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+        remote = network_fs(str(self.file.parent))
+        if mode == WAL and remote is None:
+            return Journal(WAL)
+        if remote is not None:
+            if mode == WAL:  # a board moved onto a network mount: leave WAL while we can
+                raw.execute("PRAGMA journal_mode = DELETE")
+            return Journal(ROLLBACK, f"the board is on a network filesystem ({remote})",
+                           network_fs=remote)
+        if self.journal_wanted == ROLLBACK or _kept_rollback(raw):
+            return Journal(ROLLBACK, "the board keeps the rollback journal (kanban init "
+                                     "--journal rollback, or WAL did not work here)")
+        if raw.execute("PRAGMA journal_mode = WAL").fetchone()[0] == WAL:
+            return Journal(WAL)
+        return Journal(ROLLBACK, "SQLite could not enable WAL on this filesystem (no shared "
+                                 "memory or locks)")
+
     def guard(self, wake: threading.Event | None = None) -> wal_guard.WalGuard | None:
         """Keep the write-ahead log in place while this process runs (see wal_guard).
-        DatabaseError when it cannot (a read-only folder, say)."""
+        None without a log (the rollback journal); DatabaseError when it cannot (a
+        read-only folder, say)."""
+        if self.journal_warning() is not None:
+            return None
         try:
             return wal_guard.WalGuard(self.file, wake=wake).start()
         except OSError as exc:
@@ -204,6 +260,8 @@ class SQLiteDatabase(Database):
             try:
                 raw = self.connect() if nested else self._held()
                 raw.execute(begin)
+                if begin == "BEGIN" and self.journal.mode != WAL:
+                    self._share(raw)
                 return raw
             except sqlite3.OperationalError as exc:
                 if nested and raw is not None:
@@ -215,6 +273,17 @@ class SQLiteDatabase(Database):
                 if time.monotonic() + pause >= deadline:
                     raise
                 time.sleep(pause)
+
+    @staticmethod
+    def _share(raw: sqlite3.Connection) -> None:
+        """The rollback journal: take the read lock now, while a busy answer can still be
+        waited out like BEGIN IMMEDIATE's (a writer committing holds readers off; with WAL
+        a read never waits)."""
+        try:
+            raw.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            raw.execute("ROLLBACK")
+            raise
 
     def probe_write(self) -> None:
         """In a fresh process: within this one SQLite reuses the file descriptors of closed

@@ -137,6 +137,11 @@ class Database:
         """Now, as this store records it: the process's clock (PostgreSQL: the server's)."""
         return utcnow()
 
+    def journal_warning(self) -> str | None:
+        """One line when the store runs without what it normally relies on (SQLite: the
+        rollback journal instead of WAL), else None."""
+        return None
+
     def guard(self, wake: threading.Event | None = None) -> FileGuard | None:
         """For a long-running process: something that keeps the store's files safe while
         it runs (SQLite: its write-ahead log), or None where nothing needs it."""

@@ -279,6 +279,7 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     now = now or utcnow()
     config = s.config if s.config_exists else f"{s.config} (none: defaults)"
     lines = [f"kanban {s.version}", f"database: {s.database} ({s.database_source})",
+             *([paint(s.journal, "yellow")] if s.journal else []),
              f"config: {config}", "",
              paint(f"board {s.board}" if s.board else "all boards", "bold")]
     width = max(len(name) for name in [*s.counts, "total"])

@@ -25,12 +25,18 @@ GITIGNORE = """\
 
 
 @command()
+@click.option("--journal", type=click.Choice(["auto", "rollback"]), default="auto",
+              show_default=True,
+              help="SQLite's journal for a new board: auto keeps the write-ahead log (WAL) "
+                   "wherever the filesystem supports it; rollback never uses it.")
 @click.pass_context
-def init(ctx: click.Context) -> None:
+def init(ctx: click.Context, journal: str) -> None:
     """Create .kanban/kanban.db here (or at --db) with a 'default' board.
 
     Also writes .kanban/.gitignore so the database, logs and workspaces stay out of git.
-    Safe to run again: an existing database is left as it is.
+    Safe to run again: an existing database is left as it is. On a network filesystem
+    (NFS, SMB, 9p, sshfs, WSL1's Windows drives), or where SQLite cannot enable WAL, the
+    board keeps the rollback journal and init says what that costs.
     """
     from kanban.service import Kanban
     from kanban.state.db import open_database
@@ -42,12 +48,15 @@ def init(ctx: click.Context) -> None:
     else:
         location = DbLocation(str(Path.cwd() / PROJECT_DIR / DB_NAME), "project")
     existed = not location.is_postgres and location.path.exists()
-    db = open_database(location, create=True)
+    db = open_database(location, create=True, journal=journal)
     try:
         Kanban(db).ensure_board(DEFAULT_BOARD)
         where = db.display
+        warning = db.journal_warning()
     finally:
         db.dispose()
+    if warning:
+        output.note(f"warning: {warning}")
     if not location.is_postgres and location.path.parent.name == PROJECT_DIR:
         ignore = location.path.parent / ".gitignore"
         if not ignore.exists():

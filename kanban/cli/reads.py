@@ -46,6 +46,7 @@ class Status:
     workers: list[LiveWorker]
     next_fires: list[UpcomingFire]
     sandbox: dict[int, str] = field(default_factory=dict)  # by live dispatcher: bwrap or why not
+    journal: str | None = None  # SQLite without WAL: what that costs (None: all is well)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +59,7 @@ class Status:
             "workers": len(self.workers),
             "next_fires": [f.to_json() for f in self.next_fires],
             "sandbox": {str(k): v for k, v in self.sandbox.items()},
+            "journal_warning": self.journal,
         }
 
 
@@ -83,6 +85,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             workers=live_workers(conn, board=board),
             next_fires=_next_fires(kanban, board),
             sandbox=sandbox_notes(conn, [d.id for d in dispatchers]),
+            journal=kanban.db.journal_warning(),
         )
 
 

@@ -1,4 +1,5 @@
-"""Sixteen processes on one database: no lock error reaches anyone, nothing is claimed twice."""
+"""Sixteen processes on one database: no lock error reaches anyone, nothing is claimed twice;
+with the write-ahead log and with the rollback journal (a board on a network filesystem)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from kanban import cards
 from kanban.cards import NewCard
@@ -21,8 +24,8 @@ CLI_TAIL_S = 1.0  # no `kanban add` starts this close to the deadline: it would 
 SEED_CARDS = 300
 
 
-def _seed(path: Path) -> None:
-    db = open_database(DbLocation(str(path), "flag"), create=True)
+def _seed(path: Path, journal: str) -> None:
+    db = open_database(DbLocation(str(path), "flag"), create=True, journal=journal)
     try:
         with db.write() as conn:
             cards.create_board(conn, "default", utcnow())
@@ -39,9 +42,11 @@ def _cli_loop(db: Path, loop: int, deadline: float, out: list[CliRun]) -> None:
         out.append(run_cli(db, "add", f"cli {loop}-{n}", "--priority", str(n % 5)))
 
 
-def test_sixteen_processes_hammering_one_database(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", ["auto", "rollback"])
+def test_sixteen_processes_hammering_one_database(tmp_path: Path, journal: str) -> None:
     db = tmp_path / "kanban.db"
-    _seed(db)
+    _seed(db, journal)
+    wal = journal == "auto"
     deadline = time.monotonic() + HAMMER_S
     outs = [tmp_path / f"hammer-{n}.json" for n in range(API_PROCESSES)]
     procs = [FORK.Process(target=hammer, args=(str(db), n, deadline, str(out)))
@@ -95,3 +100,4 @@ def test_sixteen_processes_hammering_one_database(tmp_path: Path) -> None:
     assert sum(r["adds"] for r in records) + len(cli) + SEED_CARDS == rows(
         db, "SELECT count(*) FROM card")[0][0]
     assert integrity(db) == [("ok",)]
+    assert rows(db, "PRAGMA journal_mode") == [("wal" if wal else "delete",)]

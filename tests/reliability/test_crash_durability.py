@@ -4,7 +4,9 @@ The database runs with the default `synchronous=NORMAL`. In WAL mode that is dur
 across *process* crashes (a committed transaction is in the WAL file, i.e. in the OS page
 cache, before COMMIT returns; the kernel writes it out even if the process dies). It is not
 durable across power loss or an OS crash, where the last transactions may roll back; that
-needs `synchronous=FULL` and cannot be tested by killing processes.
+needs `synchronous=FULL` and cannot be tested by killing processes. The same holds with the
+rollback journal (a board on a network filesystem): a transaction is committed once its
+journal is deleted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import random
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
@@ -24,9 +28,10 @@ WRITERS = 2  # two at once: one is often waiting for the lock when it dies
 GOAL_SIZE = 8_000
 
 
-def test_sigkilled_writers_never_lose_a_committed_card(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", ["auto", "rollback"])
+def test_sigkilled_writers_never_lose_a_committed_card(tmp_path: Path, journal: str) -> None:
     db = tmp_path / "kanban.db"
-    setup = open_database(DbLocation(str(db), "flag"), create=True)
+    setup = open_database(DbLocation(str(db), "flag"), create=True, journal=journal)
     Kanban(setup).ensure_board("default")
     setup.dispose()  # no connection of this process may cross the forks below
     # An idle connection held open all along: no "last close" ever checkpoints and deletes
@@ -36,6 +41,7 @@ def test_sigkilled_writers_never_lose_a_committed_card(tmp_path: Path) -> None:
         keeper.execute("SELECT count(*) FROM card").fetchall()
         recorded = _kill_writers_round_after_round(db)
     assert integrity(db) == [("ok",)]
+    assert rows(db, "PRAGMA journal_mode") == [("wal" if journal == "auto" else "delete",)]
     assert len(recorded) >= ROUNDS
     assert rows(db, "SELECT count(*) FROM card WHERE goal != ''")[0][0] >= len(recorded)
 

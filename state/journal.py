@@ -1,0 +1,80 @@
+"""Which journal a SQLite board keeps: the write-ahead log where the filesystem supports it,
+else the rollback journal, said once and plainly.
+
+WAL needs shared memory (the `-shm` file, mapped by every process) and working POSIX locks.
+On network filesystems (NFS, SMB/CIFS, 9p, sshfs and other FUSE mounts, WSL1's Windows
+drives) SQLite either cannot enable it or, worse, enables it and corrupts the database
+when two hosts use it. Such a board keeps the rollback journal: claims stay exact (every
+write still takes SQLite's write lock), but readers wait for writers. SQLite records the
+choice in the file itself (WAL is persistent; a board in rollback mode stays in it), so
+every process that opens the board afterwards agrees without being told.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Filesystem types (as /proc/self/mountinfo names them) where WAL must not be used.
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "v9fs", "afs", "ceph", "glusterfs",
+    "lustre", "gpfs", "ncpfs", "coda", "drvfs", "vboxsf", "vmhgfs", "fuse.sshfs",
+    "fuse.rclone", "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs", "fuse.vmhgfs-fuse",
+})
+MOUNTINFO = Path("/proc/self/mountinfo")
+WAL, ROLLBACK = "wal", "rollback"
+LOST = ("readers wait for writers; a board shared by several hosts belongs on PostgreSQL "
+        "(see `kanban backup` and README's PostgreSQL section)")
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The journal in force and, when it is not WAL, why (one line for people)."""
+
+    mode: str  # WAL | ROLLBACK
+    reason: str = ""
+    network_fs: str | None = None  # the filesystem type, when the board is on a network one
+
+    @property
+    def warning(self) -> str | None:
+        if self.mode == WAL:
+            return None
+        return f"journal: rollback, not WAL ({self.reason}): {LOST}"
+
+
+def mount_type(path: Path, mountinfo: str | None = None) -> str | None:
+    """The filesystem type of the mount holding `path` (Linux), else None."""
+    if mountinfo is None:
+        try:
+            mountinfo = MOUNTINFO.read_text()
+        except OSError:
+            return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right.split():
+            continue
+        point = _unescape(fields[4])
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, right.split()[0]
+    return kind
+
+
+@functools.cache
+def network_fs(folder: str) -> str | None:
+    """The network filesystem type `folder` sits on, or None (cached per process: a
+    forkserver answers for every worker it forks)."""
+    kind = mount_type(Path(folder))
+    return kind if kind in NETWORK_FILESYSTEMS else None
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
