@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kanban.tools.sandbox import SandboxPolicy, git_common_dir
+from kanban.tools.sandbox import SandboxPolicy
 
 
 def mounts(argv: list[str]) -> list[tuple[str, str]]:
     out = []
     for i, arg in enumerate(argv):
-        if arg in ("--tmpfs", "--bind", "--remount-ro"):
-            out.append((arg, argv[i + 1]))
+        if arg in ("--tmpfs", "--bind", "--ro-bind", "--remount-ro") and argv[i + 1] != "/":
+            out.append((arg, argv[i + 1]))  # (the system view aside)
     return out
 
 
@@ -32,9 +32,19 @@ def test_a_network_profile_keeps_the_hosts_network() -> None:
     assert "--unshare-net" not in argv and ("--bind", "/w") in mounts(argv)
 
 
-def test_a_git_worktree_shares_its_repositorys_git_folder(tmp_path: Path) -> None:
-    worktree = tmp_path / "wt"
-    worktree.mkdir()
-    assert git_common_dir(worktree) is None
-    (worktree / ".git").write_text(f"gitdir: {tmp_path}/repo/.git/worktrees/wt\n")
-    assert git_common_dir(worktree) == tmp_path / "repo" / ".git"
+def test_read_only_paths_are_bound_over_the_writable_folders_that_hold_them() -> None:
+    common, workspace = Path("/srv/repo/.git"), Path("/srv/repo/.kanban/ws/7")
+    objects, admin = common / "objects", common / "worktrees" / "7"
+    argv = SandboxPolicy(writable=(workspace, objects, admin),
+                         readonly=(common, admin / "gitdir", workspace / ".bashrc")
+                         ).wrap(["true"], workspace)
+    assert mounts(argv) == [
+        ("--tmpfs", "/tmp"), ("--ro-bind", str(common)), ("--bind", str(objects)),
+        ("--bind", str(admin)), ("--bind", str(workspace)), ("--ro-bind", str(admin / "gitdir")),
+        ("--ro-bind", str(workspace / ".bashrc"))]
+
+
+def test_at_the_same_path_read_only_wins() -> None:
+    argv = SandboxPolicy(writable=(Path("/w"),), readonly=(Path("/w"),)).wrap(["true"],
+                                                                              Path("/w"))
+    assert mounts(argv) == [("--tmpfs", "/tmp"), ("--bind", "/w"), ("--ro-bind", "/w")]

@@ -58,12 +58,13 @@ def test_a_worktree_is_made_reused_committed_and_described(tmp_path: Path) -> No
     home = repo / ".kanban"
     home.mkdir()
     ws = Workspace(7, "worktree", home / "workspaces" / "default" / "7", "kanban/7")
-    worktree.prepare(ws, home)
+    ws = worktree.prepare(ws, home)
+    assert ws.git is not None and ws.git.common_dir == repo / ".git"
     assert (ws.path / "README").read_text() == "hi\n"
     (ws.path / "feature.txt").write_text("new\n")
     (ws.path / ".kanban-outputs").mkdir()
     (ws.path / ".kanban-outputs" / "cut.txt").write_text("scratch output")
-    worktree.prepare(ws, home)  # a later attempt keeps what the earlier one left
+    assert worktree.prepare(ws, home) == ws  # a later attempt keeps what the earlier one left
     assert (ws.path / "feature.txt").exists()
     note = worktree.finish(ws, "kanban #7: add a feature")
     assert "on branch kanban/7" in note and "feature.txt | 1 +" in note
