@@ -36,7 +36,8 @@ def card_wall(workspace: Path, git: GitPaths | None = None,
               branch: str | None = None) -> Wall:
     """The wall of a card working in `workspace` (a worktree: with its recorded `git`
     folders and `branch`)."""
-    writable, readonly = [workspace], []
+    writable: list[Path] = [workspace]
+    readonly: list[Path] = []
     if git is not None and branch is not None:
         worktree = worktree_wall(git, branch)
         writable += worktree.writable

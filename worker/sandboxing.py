@@ -14,6 +14,7 @@ from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state.config import Config, Profile
 from kanban.state.errors import ConfigError
+from kanban.tools.gitwall import card_wall
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.sandbox import (
     BwrapRunner,
@@ -21,7 +22,6 @@ from kanban.tools.sandbox import (
     SandboxPolicy,
     check_sandbox,
 )
-from kanban.tools.gitwall import card_wall
 from kanban.tools.workbench import is_credential
 from kanban.workspaces import Workspace
 

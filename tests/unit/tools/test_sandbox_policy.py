@@ -40,8 +40,8 @@ def test_read_only_paths_are_bound_over_the_writable_folders_that_hold_them() ->
                          ).wrap(["true"], workspace)
     assert mounts(argv) == [
         ("--tmpfs", "/tmp"), ("--ro-bind", str(common)), ("--bind", str(objects)),
-        ("--bind", str(admin)), ("--bind", str(workspace)), ("--ro-bind", str(admin / "gitdir")),
-        ("--ro-bind", str(workspace / ".bashrc"))]
+        ("--bind", str(workspace)), ("--bind", str(admin)),
+        ("--ro-bind", str(admin / "gitdir")), ("--ro-bind", str(workspace / ".bashrc"))]
 
 
 def test_at_the_same_path_read_only_wins() -> None:
