@@ -116,6 +116,9 @@ def _add(ws: Workspace, home: Path) -> GitPaths:
     if not _sound(paths):
         raise WorktreeError(f"git made the worktree {ws.path} somewhere unexpected "
                             f"({paths.git_dir})")
+    # there (read if the repository has extensions.worktreeConfig), empty and read-only
+    # inside the sandbox: the model cannot give git in this worktree a config of its own
+    (paths.git_dir / "config.worktree").touch()
     return paths
 
 

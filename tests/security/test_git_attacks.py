@@ -1,0 +1,130 @@
+"""Attacks through git: code planted in the repository (hooks, fsmonitor, filter drivers,
+ssh commands) to run outside the sandbox, and `.git` files planted to widen the next run's
+wall. The board's folder is a git repository, as in a project that uses kanban.
+
+Planted code writes a marker into the board's folder: hidden (a read-only tmpfs) inside
+the sandbox, so a marker on the host means the code ran outside it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.security.conftest import Attack, Call
+
+pytestmark = pytest.mark.usefixtures("sandboxed")
+WORKTREE_PROFILE = """
+toolsets = ["kanban", "file", "terminal"]
+approval = "allow"
+sandbox = "required"
+workspace = "worktree"
+max_turns = 60
+"""
+
+
+def git(*args: str, cwd: Path, check: bool = True) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          check=check)
+    return proc.stdout.strip()
+
+
+def make_repository(home: Path) -> Path:
+    """The board's folder as a repository with one commit; its git folder."""
+    git("init", "-q", "-b", "main", cwd=home)
+    (home / "README").write_text("hello\n")
+    git("add", "README", cwd=home)
+    git("-c", "user.name=u", "-c", "user.email=u@u", "commit", "-qm", "start", cwd=home)
+    return home / ".git"
+
+
+def guarded(common: Path) -> dict[str, str]:
+    """What no card may change in the user's repository: its config, hooks, info, HEAD,
+    main's ref, packed refs, and which files sit at its top."""
+    out = {"top": " ".join(sorted(p.name for p in common.iterdir() if p.name != "worktrees"))}
+    paths = [common / "config", common / "HEAD", common / "packed-refs",
+             common / "refs" / "heads" / "main", *(common / "hooks").rglob("*"),
+             *(common / "info").rglob("*")]
+    for path in sorted(paths):
+        if path.is_file():
+            out[str(path.relative_to(common))] = path.read_text(errors="replace")
+    return out
+
+
+def evil_script(name: str, marker: Path) -> Call:
+    """The attacker's payload `name`, written into the workspace: mark, then pass stdin
+    through (so it also works as a filter driver)."""
+    return ("write_file", {"path": name, "content": f"#!/bin/sh\ntouch {marker}\ncat\n"})
+
+
+def sh(command: str) -> Call:
+    return ("terminal", {"command": command})
+
+
+# Each attempt to plant code as the attacker would type it: `{e}` is its payload, `$C` the
+# shared git folder.
+PLANTS = {
+    "post-commit": "cp {e} $C/hooks/post-commit",
+    "post-checkout": "cp {e} $C/hooks/post-checkout",
+    "pre-commit": "cp {e} $C/hooks/pre-commit",
+    "reference-transaction": "cp {e} $C/hooks/reference-transaction",
+    "fsmonitor": 'git config core.fsmonitor "$PWD/{e}"',
+    "hooksPath": 'mkdir -p h && cp {e} h/post-commit && cp {e} h/post-checkout'
+                 ' && git config core.hooksPath "$PWD/h"',
+    "filter": "echo '* filter=evil' > .gitattributes && git config filter.evil.clean "
+              '"$PWD/{e}" && git config filter.evil.smudge "$PWD/{e}"',
+    "sshCommand": 'git config core.sshCommand "$PWD/{e}"',
+    "include": 'printf "[core]\\n\\tfsmonitor = $PWD/{e}\\n" > inc && '
+               'git config include.path "$PWD/inc"',
+    "config.worktree": 'printf "[core]\\n\\tfsmonitor = $PWD/{e}\\n" > '
+                       '"$(git rev-parse --git-dir)/config.worktree"',
+    "info-attributes": "mkdir -p $C/info && echo '* filter=lfs' > $C/info/attributes",
+    "main-branch": "git branch -f main HEAD",  # the user's branch moved to the model's commit
+}
+
+
+def test_code_planted_in_the_repository_never_runs_outside_the_sandbox(
+        attack: Attack) -> None:
+    """Every way to plant code in the repository, tried from inside a worktree card; then
+    a second card and the user's own git commands (commit, status, checkout) run where
+    the planted code would."""
+    common = make_repository(attack.board.home)
+    git("config", "extensions.worktreeConfig", "true", cwd=attack.board.home)  # the user's
+    git("config", "filter.lfs.clean", "cat", cwd=attack.board.home)
+    before = guarded(common)
+    markers = {name: attack.board.home / f"ran-{name}" for name in PLANTS}
+    calls: list[Call] = []
+    for name, plant in PLANTS.items():
+        calls += [evil_script(f"{name}.sh", markers[name]),
+                  sh(f"C=$(git rev-parse --git-common-dir); chmod +x {name}.sh; "
+                     + plant.format(e=f"{name}.sh")
+                     + f"; echo {name}=$?")]
+    attack.configure(WORKTREE_PROFILE)
+    card, seen = attack.run([*calls, ("write_file", {"path": "work.txt", "content": "work\n"})],
+                            workspace="worktree")
+    assert attack.card(card)[0] == "done", (attack.card(card), seen)
+    for name in PLANTS:
+        assert f"{name}=0" not in "".join(seen), f"{name} was planted"
+    # the next card checks out a worktree and commits; then the user works in the repository
+    second, _ = attack.run([("write_file", {"path": "more.txt", "content": "more\n"})],
+                           workspace="worktree")
+    assert attack.card(second)[0] == "done", attack.card(second)
+    home = attack.board.home
+    (home / "README").write_text("user's change\n")
+    git("add", "-A", "README", cwd=home)
+    git("-c", "user.name=u", "-c", "user.email=u@u", "commit", "-qm", "user", cwd=home)
+    git("status", cwd=home)
+    git("status", cwd=attack.workspace(card))  # the user looks at the card's branch
+    git("checkout", "-q", "-b", "user-branch", cwd=home)
+    git("checkout", "-q", "main", cwd=home)
+    assert [name for name, marker in markers.items() if marker.exists()] == []
+    after = guarded(common)
+    del after["refs/heads/main"], before["refs/heads/main"]  # the user's own commit
+    assert after == before
+    assert git("log", "-1", "--format=%s", f"kanban/{card}", cwd=home) == f"kanban #{card}: attack"
+    assert git("show", f"kanban/{card}:work.txt", cwd=home) == "work"
+    attack.assert_contained()
