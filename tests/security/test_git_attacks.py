@@ -128,3 +128,88 @@ def test_code_planted_in_the_repository_never_runs_outside_the_sandbox(
     assert git("log", "-1", "--format=%s", f"kanban/{card}", cwd=home) == f"kanban #{card}: attack"
     assert git("show", f"kanban/{card}:work.txt", cwd=home) == "work"
     attack.assert_contained()
+
+
+def test_a_worktree_card_commits_inside_its_sandbox_and_kanban_commits_on_its_branch(
+        attack: Attack) -> None:
+    home = attack.board.home
+    make_repository(home)
+    attack.configure(WORKTREE_PROFILE)
+    card, seen = attack.run([
+        ("write_file", {"path": "mine.txt", "content": "mine\n"}),
+        sh("git add mine.txt && git -c user.name=m -c user.email=m@m commit -qm 'my own'"
+           " && echo committed"),
+        ("write_file", {"path": "left.txt", "content": "left\n"})], workspace="worktree")
+    assert attack.card(card)[0] == "done", (attack.card(card), seen)
+    assert "committed" in seen[1], seen[1]
+    log = git("log", "--format=%s", f"kanban/{card}", cwd=home).splitlines()
+    assert log == [f"kanban #{card}: attack", "my own", "start"]
+    assert git("show", f"kanban/{card}:left.txt", cwd=home) == "left"
+    assert git("branch", "--show-current", cwd=home) == "main"
+    assert git("log", "--format=%s", "main", cwd=home) == "start"
+
+
+def test_hooks_planted_on_the_host_do_not_run_in_kanbans_own_git(attack: Attack) -> None:
+    """As if the wall had failed: hooks, fsmonitor and a filter driver already in the
+    repository. kanban's checkout of the worktree and its completion commit run none."""
+    home = attack.board.home
+    common = make_repository(home)
+    marker = home / "worktree-ran"  # written where the code runs: the workspace is its cwd
+    script = common / "evil.sh"
+    script.write_text(f"#!/bin/sh\necho \"$0\" >> \"$PWD/.ran\"\necho x >> {marker}\ncat\n")
+    script.chmod(0o755)
+    for hook in ("pre-commit", "post-commit", "post-checkout", "reference-transaction",
+                 "post-index-change", "prepare-commit-msg", "commit-msg", "pre-auto-gc"):
+        (common / "hooks" / hook).symlink_to(script)
+    git("config", "core.fsmonitor", str(script), cwd=home)
+    git("config", "filter.evil.clean", str(script), cwd=home)
+    git("config", "filter.evil.smudge", str(script), cwd=home)
+    (common / "info").mkdir(exist_ok=True)
+    (common / "info" / "attributes").write_text("* filter=evil\n")
+    attack.configure(WORKTREE_PROFILE)
+    card, seen = attack.run([("write_file", {"path": "work.txt", "content": "work\n"})],
+                            workspace="worktree")
+    assert attack.card(card)[0] == "done", (attack.card(card), seen)
+    assert not (attack.workspace(card) / ".ran").exists()
+    assert not marker.exists()
+    assert git("show", f"kanban/{card}:work.txt", cwd=home) == "work"
+
+
+def gitdir_attack(attack: Attack, victim: Path) -> Call:
+    """A `.git` file naming the victim's folder as a repository this workspace belongs to
+    (the old sandbox bound such a folder writable on the next run)."""
+    (victim / "worktrees" / "x").mkdir(parents=True, exist_ok=True)
+    return sh(f"rm -rf .git; printf 'gitdir: {victim}/worktrees/x\\n' > .git; "
+              f"mkdir -p sub && printf 'gitdir: {victim}/worktrees/x\\n' > sub/.git; "
+              f"printf '{victim}\\n' > \"$(git rev-parse --git-dir 2>/dev/null)/commondir\";"
+              " cat .git")
+
+
+def reach(victim: Path) -> Call:
+    return sh(f"touch {victim}/reached; touch {victim}/worktrees/x/reached; ls {victim}")
+
+
+@pytest.mark.parametrize("kind", ["scratch", "dir", "worktree", "parent"])
+def test_a_planted_gitdir_file_does_not_widen_the_next_run(
+        attack: Attack, tmp_path: Path, kind: str) -> None:
+    home = attack.board.home
+    make_repository(home)
+    victim = tmp_path / "victim"
+    project = home / "project"
+    project.mkdir()
+    attack.configure(WORKTREE_PROFILE.replace('workspace = "worktree"\n', ""))
+    first: dict[str, object] = {
+        "scratch": {}, "dir": {"workspace": f"dir:{project}"},
+        "worktree": {"workspace": "worktree"}, "parent": {}}[kind]
+    lead, seen = attack.run([] if kind == "parent" else [gitdir_attack(attack, victim)],
+                            **first)
+    assert attack.card(lead)[0] == "done", (attack.card(lead), seen)
+    same = ({"workspace": f"dir:{project}"} if kind == "dir"
+            else {"workspace": "parent", "parent_id": lead})
+    if kind == "parent":  # a child plants in the shared folder, its sibling comes next
+        planter, seen = attack.run([gitdir_attack(attack, victim)], **same)
+        assert attack.card(planter)[0] == "done", (attack.card(planter), seen)
+    later, seen = attack.run([reach(victim)], **same)
+    assert attack.card(later)[0] == "done", (attack.card(later), seen)
+    assert sorted(p.name for p in victim.rglob("*")) == ["worktrees", "x"]
+    attack.assert_contained(victim)
