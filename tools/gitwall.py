@@ -4,7 +4,7 @@ A worktree card commits on its own branch, so the shared repository's objects, t
 worktree's admin folder and the `kanban/` branch folders are writable; the rest of the
 repository (hooks, config, info, packed-refs, HEAD, other branches, other worktrees) is
 bound read-only over them. A repository at the top of a writable folder (a `dir:` checkout)
-keeps its hooks, config and info read-only, and so do the shell start-up files there:
+keeps its git folder read-only (as Codex does), and so do the shell start-up files there:
 what runs outside the sandbox later (a hook at the user's next commit, a login shell) is
 never the model's to write. Everything comes from paths the dispatcher recorded, never
 from a file in the workspace.
@@ -20,7 +20,6 @@ from kanban.workspaces import GitPaths
 # Files at the top of a writable folder that run (or configure what runs) outside it.
 STARTUP_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login", ".bash_logout",
                  ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".gitconfig")
-GIT_PROTECTED = ("hooks", "config", "info")  # in a repository's git folder
 ADMIN_PROTECTED = ("gitdir", "commondir", "config.worktree")  # in a worktree's admin folder
 
 
@@ -59,20 +58,15 @@ def worktree_wall(git: GitPaths, branch: str) -> Wall:
 
 
 def protected_top(area: Path) -> Wall:
-    """What stays read-only at the top of a writable folder: a repository's hooks, config
-    and info (its `.git` folder becomes a mount point: it cannot be renamed away), a
-    worktree's `.git` file, and the shell start-up files."""
-    writable: list[Path] = []
+    """What stays read-only at the top of a writable folder: a repository's whole git
+    folder (hooks and config alone are not enough: a `commondir` file, a nested
+    repository's config or a gitlink in the index would point git at the model's own),
+    a worktree's `.git` file, and the shell start-up files."""
     readonly = [area / name for name in STARTUP_FILES if _plain_file(area / name)]
     dot_git = area / ".git"
-    if _plain_file(dot_git):
+    if _plain_file(dot_git) or (dot_git.is_dir() and not dot_git.is_symlink()):
         readonly.append(dot_git)
-    elif dot_git.is_dir() and not dot_git.is_symlink():
-        (dot_git / "hooks").mkdir(exist_ok=True)  # else the model could make it
-        writable.append(dot_git)
-        readonly += [dot_git / name for name in GIT_PROTECTED
-                     if (dot_git / name).exists() and not (dot_git / name).is_symlink()]
-    return Wall(tuple(writable), tuple(readonly))
+    return Wall((), tuple(readonly))
 
 
 def _plain_file(path: Path) -> bool:

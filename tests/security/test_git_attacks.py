@@ -213,3 +213,45 @@ def test_a_planted_gitdir_file_does_not_widen_the_next_run(
     assert attack.card(later)[0] == "done", (attack.card(later), seen)
     assert sorted(p.name for p in victim.rglob("*")) == ["worktrees", "x"]
     attack.assert_contained(victim)
+
+
+def test_a_dir_card_on_a_checkout_cannot_plant_hooks_config_or_shell_start_up_files(
+        attack: Attack, tmp_path: Path) -> None:
+    """`--workspace dir:.` on the user's project: the card edits files, but the
+    repository's git folder and the shell start-up files at the top of the folder stay
+    the user's: no hook, config, `commondir` redirect or swapped `.git`."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    common = make_repository(project)
+    (project / ".bashrc").write_text("# the user's\n")
+    before = {**guarded(common), ".bashrc": (project / ".bashrc").read_text()}
+    marker = attack.board.home / "dir-ran"
+    attack.configure(WORKTREE_PROFILE.replace('workspace = "worktree"\n', ""))
+    card, seen = attack.run([
+        evil_script("evil.sh", marker),
+        sh("chmod +x evil.sh; cp evil.sh .git/hooks/post-commit; echo hook=$?"),
+        sh("rm -rf .git/hooks; echo rmhooks=$?"),
+        sh('git config core.fsmonitor "$PWD/evil.sh"; echo config=$?'),
+        sh("echo '* filter=x' > .git/info/attributes; echo info=$?"),
+        sh("echo 'sh evil.sh' >> .bashrc; echo bashrc=$?"),
+        sh("mv .git .git-old; echo moved=$?"),
+        sh("mkdir -p evil/hooks && cp evil.sh evil/hooks/post-commit && cp .git/config evil/"
+           " && echo \"$PWD/evil\" > .git/commondir; echo commondir=$?"),
+        sh("mkdir -p sub && cd sub && git init -q && git config core.fsmonitor ../evil.sh &&"
+           " git commit -q --allow-empty -m s && cd .. && git add sub; echo gitlink=$?"),
+        ("write_file", {"path": "work.txt", "content": "work\n"})],
+        workspace=f"dir:{project}")
+    assert attack.card(card)[0] == "done", (attack.card(card), seen)
+    out = "".join(seen)
+    for name in ("hook", "rmhooks", "config", "info", "bashrc", "moved", "commondir",
+                 "gitlink"):
+        assert f"{name}=0" not in out, f"{name}: {out}"
+    assert (project / "work.txt").read_text() == "work\n"
+    git("add", "-A", ":!sub", cwd=project)
+    git("-c", "user.name=u", "-c", "user.email=u@u", "commit", "-qm", "user", cwd=project)
+    git("status", cwd=project)
+    assert not marker.exists()
+    after = {**guarded(common), ".bashrc": (project / ".bashrc").read_text()}
+    del after["refs/heads/main"], before["refs/heads/main"]  # the user's own commit
+    assert after == before
+    attack.assert_contained()
