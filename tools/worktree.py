@@ -143,6 +143,7 @@ def finish(ws: Workspace, message: str, wrap: Wrap = _plain) -> str:
 
 def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
     branch = f"refs/heads/{ws.branch}"
+    _repair_commondir(paths)
     git = worktree_git(ws, wrap)
     if git.run("symbolic-ref", "-q", "HEAD", check=False).stdout.strip() != branch:
         git.run("symbolic-ref", "HEAD", branch)  # the model may have moved HEAD elsewhere
@@ -156,6 +157,19 @@ def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
     head = git.run("rev-parse", "--short", branch).stdout.strip()
     return (f"Workspace: git worktree {ws.path} on branch {ws.branch} at {head} (not merged)"
             + (f"\n{stat}" if stat else "\n(no changes)"))
+
+
+def _repair_commondir(paths: GitPaths) -> None:
+    """git's ref store reads the admin folder's `commondir` whatever GIT_COMMON_DIR says:
+    one the model rewrote would send the branch's ref to a repository of its choosing."""
+    commondir = paths.git_dir / "commondir"
+    try:
+        named = commondir.read_text().strip()
+    except OSError:
+        named = ""
+    if not named or (paths.git_dir / named).resolve() != paths.common_dir.resolve():
+        commondir.unlink(missing_ok=True)
+        commondir.write_text("../..\n")
 
 
 def _gitlinks(git: Git) -> list[str]:
