@@ -53,7 +53,7 @@ class GitError(KanbanError):
     """git is missing, failed or took too long."""
 
 
-def _plain(argv: Sequence[str], cwd: Path) -> list[str]:
+def as_is(argv: Sequence[str], cwd: Path) -> list[str]:
     return list(argv)
 
 
@@ -66,7 +66,7 @@ class Git:
     git_dir: Path | None = None
     common_dir: Path | None = None
     work_tree: Path | None = None
-    wrap: Wrap = _plain  # where the command runs: as is, or inside the card's sandbox
+    wrap: Wrap = as_is  # where the command runs: as is, or inside the card's sandbox
     filters: tuple[str, ...] = field(default=())  # configured filter drivers, switched off
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from kanban.state.errors import KanbanError
-from kanban.tools.gitsafe import Git, GitError, Wrap, _plain
+from kanban.tools.gitsafe import Git, GitError, Wrap, as_is
 from kanban.workspaces import GitPaths, Workspace
 
 RECORDS = "worktrees"  # in the board's folder: <board>/<card>.json per worktree
@@ -122,7 +122,7 @@ def _add(ws: Workspace, home: Path) -> GitPaths:
     return paths
 
 
-def worktree_git(ws: Workspace, wrap: Wrap = _plain) -> Git:
+def worktree_git(ws: Workspace, wrap: Wrap = as_is) -> Git:
     """Hardened git on the card's worktree, from its recorded folders, filters off."""
     if ws.git is None:
         raise WorktreeError(f"the worktree {ws.path} has no recorded git folders")
@@ -130,7 +130,7 @@ def worktree_git(ws: Workspace, wrap: Wrap = _plain) -> Git:
                work_tree=ws.path, wrap=wrap).without_filters()
 
 
-def finish(ws: Workspace, message: str, wrap: Wrap = _plain) -> str:
+def finish(ws: Workspace, message: str, wrap: Wrap = as_is) -> str:
     """Commit the worktree's changes on its branch; a note naming the branch and its
     `git diff --stat`. `wrap` runs each git command inside the card's sandbox."""
     if ws.git is None or ws.branch is None:
