@@ -76,6 +76,9 @@ def recorded(ws: Workspace, home: Path) -> Workspace:
                             f"({exc}); remove it to start the card afresh") from None
     if not _sound(paths):
         raise WorktreeError(f"the recorded git folder {paths.git_dir} of {ws.path} is gone")
+    if repository_of(home).common_dir != paths.common_dir:  # a record can name no other
+        raise WorktreeError(f"the worktree {ws.path} was recorded in another repository "
+                            f"({paths.common_dir})")
     assert ws.branch is not None
     ensure_branch_folders(paths, ws.branch)
     return Workspace(ws.card_id, ws.kind, ws.path, ws.branch, paths)

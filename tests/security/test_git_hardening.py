@@ -134,6 +134,12 @@ def test_a_worktree_without_a_sound_record_is_refused(repo: Path, tmp_path: Path
     record.write_text(json.dumps({**data, "base": "--output=/tmp/x"}))
     with pytest.raises(worktree.WorktreeError, match="is gone"):
         worktree.prepare(bare, home)
+    elsewhere = repository(tmp_path / "elsewhere") / ".git"
+    (elsewhere / "worktrees" / "7").mkdir(parents=True)
+    record.write_text(json.dumps({**data, "common_dir": str(elsewhere),
+                                  "git_dir": str(elsewhere / "worktrees" / "7")}))
+    with pytest.raises(worktree.WorktreeError, match="another repository"):
+        worktree.prepare(bare, home)
     record.unlink()
     with pytest.raises(worktree.WorktreeError, match="no record"):
         worktree.prepare(bare, home)
