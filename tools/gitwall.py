@@ -31,17 +31,18 @@ class Wall:
     readonly: tuple[Path, ...]
 
 
-def card_wall(workspace: Path, git: GitPaths | None = None,
-              branch: str | None = None) -> Wall:
+def card_wall(workspace: Path, git: GitPaths | None = None, branch: str | None = None, *,
+              scratch: bool = False) -> Wall:
     """The wall of a card working in `workspace` (a worktree: with its recorded `git`
-    folders and `branch`)."""
+    folders and `branch`). A `scratch` folder is kanban's own: a repository the model made
+    there was the model's from the start, and stays writable."""
     writable: list[Path] = [workspace]
     readonly: list[Path] = []
     if git is not None and branch is not None:
         worktree = worktree_wall(git, branch)
         writable += worktree.writable
         readonly += worktree.readonly
-    top = protected_top(workspace)
+    top = Wall((), ()) if scratch else protected_top(workspace)
     return Wall((*writable, *top.writable), (*readonly, *top.readonly))
 
 

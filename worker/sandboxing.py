@@ -23,7 +23,7 @@ from kanban.tools.sandbox import (
     check_sandbox,
 )
 from kanban.tools.workbench import is_credential
-from kanban.workspaces import Workspace
+from kanban.workspaces import SCRATCH, Workspace
 
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 MAX_ANCESTORS = 64  # a delegation chain is far shallower; this bounds a corrupt one
@@ -67,7 +67,8 @@ def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: P
                               f"{check.reason.split(';')[0]}")
         return RunnerChoice(base, f"no sandbox: {check.reason}")
     git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
-    wall = card_wall(workspace, git, branch)
+    wall = card_wall(workspace, git, branch,
+                     scratch=checkout is not None and checkout.kind == SCRATCH)
     policy = SandboxPolicy(writable=wall.writable, hidden=_hidden(home, workspace),
                            network=network, readonly=wall.readonly)
     return RunnerChoice(BwrapRunner(policy, base),

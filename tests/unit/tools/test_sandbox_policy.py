@@ -83,3 +83,5 @@ def test_a_writable_checkout_keeps_its_git_folder_and_shell_start_up_files(
     wall = card_wall(tmp_path)
     assert wall == Wall((tmp_path,), (tmp_path / ".bashrc", tmp_path / ".git"))
     assert card_wall(tmp_path / "none") == Wall((tmp_path / "none",), ())
+    # a scratch folder is kanban's: a repository there is the model's own
+    assert card_wall(tmp_path, scratch=True) == Wall((tmp_path,), ())
