@@ -55,6 +55,17 @@ def guarded(common: Path) -> dict[str, str]:
     return out
 
 
+KANBANS = ("workspaces/", "logs/", "worktrees/", "kanban.db", ".git/objects/",
+           ".git/worktrees/", ".git/refs/heads/kanban/", ".git/logs/")
+
+
+def outside_the_wall(home: Path) -> set[str]:
+    """Files in the board's folder that neither a card nor kanban's own bookkeeping
+    (workspaces, logs, worktree records, the branches' objects and refs) may add."""
+    found = {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()}
+    return {p for p in found if not p.startswith(KANBANS)}
+
+
 def evil_script(name: str, marker: Path) -> Call:
     """The attacker's payload `name`, written into the workspace: mark, then pass stdin
     through (so it also works as a filter driver)."""
@@ -95,7 +106,7 @@ def test_code_planted_in_the_repository_never_runs_outside_the_sandbox(
     common = make_repository(attack.board.home)
     git("config", "extensions.worktreeConfig", "true", cwd=attack.board.home)  # the user's
     git("config", "filter.lfs.clean", "cat", cwd=attack.board.home)
-    before = guarded(common)
+    before, files = guarded(common), outside_the_wall(attack.board.home)
     markers = {name: attack.board.home / f"ran-{name}" for name in PLANTS}
     calls: list[Call] = []
     for name, plant in PLANTS.items():
@@ -114,6 +125,7 @@ def test_code_planted_in_the_repository_never_runs_outside_the_sandbox(
                            workspace="worktree")
     assert attack.card(second)[0] == "done", attack.card(second)
     home = attack.board.home
+    assert outside_the_wall(home) - files == {"config.toml"}
     (home / "README").write_text("user's change\n")
     git("add", "-A", "README", cwd=home)
     git("-c", "user.name=u", "-c", "user.email=u@u", "commit", "-qm", "user", cwd=home)
