@@ -28,7 +28,7 @@ def ready_workspace(kb: Kanban, claim: Claim, *, home: Path, config: Config,
         if workspace.kind == ws.WORKTREE:
             from kanban.tools.worktree import prepare
 
-            prepare(workspace, home)
+            workspace = prepare(workspace, home)  # with the git folders it recorded
         elif workspace.kind == ws.DIR and not workspace.path.is_dir():
             raise ValidationError(f"workspace dir:{workspace.path} is not a directory")
     except TransientDatabaseError:

@@ -42,6 +42,25 @@ class WorkspaceSpec:
 
 
 @dataclass(frozen=True)
+class GitPaths:
+    """A worktree's git folders as the dispatcher recorded them when it made the worktree;
+    never read from the workspace (a `.git` file there is the model's to write)."""
+
+    git_dir: Path  # <common_dir>/worktrees/<name>: this worktree's HEAD, index and logs
+    common_dir: Path  # the shared repository's git folder: objects, refs, config, hooks
+    base: str  # the commit the branch started from (an object id)
+
+    def to_json(self) -> dict[str, str]:
+        return {"git_dir": str(self.git_dir), "common_dir": str(self.common_dir),
+                "base": self.base}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GitPaths:
+        return cls(Path(str(data["git_dir"])), Path(str(data["common_dir"])),
+                   str(data["base"]))
+
+
+@dataclass(frozen=True)
 class Workspace:
     """A resolved workspace: where a card's worker runs and what kind of place it is."""
 
@@ -49,19 +68,21 @@ class Workspace:
     kind: str
     path: Path
     branch: str | None = None  # worktree only
+    git: GitPaths | None = None  # worktree only, once the dispatcher has made it
 
     def to_json(self) -> dict[str, object]:
         return {"card_id": self.card_id, "kind": self.kind, "path": str(self.path),
-                "branch": self.branch}
+                "branch": self.branch, "git": self.git and self.git.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Workspace:
         """The workspace `to_json` described; ValueError when `data` is not one."""
         try:
-            branch = data["branch"]
+            branch, git = data["branch"], data.get("git")
             return cls(int(data["card_id"]), str(data["kind"]), Path(str(data["path"])),
-                       None if branch is None else str(branch))
-        except (KeyError, TypeError) as exc:
+                       None if branch is None else str(branch),
+                       None if git is None else GitPaths.from_json(git))
+        except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a workspace: {exc}") from None
 
 

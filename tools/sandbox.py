@@ -25,11 +25,14 @@ SANDBOX_MODES = ("auto", "required", "off")
 @dataclass(frozen=True)
 class SandboxPolicy:
     """What a sandboxed command may touch: `writable` folders, `hidden` ones (an empty
-    tmpfs over them), and whether it has a network."""
+    tmpfs over them), `readonly` ones (bound read-only: inside a writable folder, or
+    holding writable ones), and whether it has a network. The deepest mount of a path
+    wins; at the same path, read-only wins."""
 
     writable: tuple[Path, ...]
     hidden: tuple[Path, ...] = ()
     network: bool = True
+    readonly: tuple[Path, ...] = ()
 
     def wrap(self, argv: Sequence[str], cwd: Path, bwrap: str = "bwrap") -> list[str]:
         """`argv` as run inside the sandbox, starting in `cwd`."""
@@ -42,8 +45,10 @@ class SandboxPolicy:
             args += ["--cap-drop", "ALL"]
         # Parents before children: a hidden folder may hold the workspace or sit inside it.
         mounts = [(Path("/tmp"), "--tmpfs"), *((p, "--tmpfs") for p in self.hidden),
-                  *((p, "--bind") for p in self.writable)]
-        for path, kind in sorted(mounts, key=lambda m: (len(m[0].parts), m[1] == "--bind")):
+                  *((p, "--bind") for p in self.writable),
+                  *((p, "--ro-bind") for p in self.readonly)]
+        order = ("--tmpfs", "--bind", "--ro-bind")
+        for path, kind in sorted(mounts, key=lambda m: (len(m[0].parts), order.index(m[1]))):
             args += [kind, str(path)] if kind == "--tmpfs" else [kind, str(path), str(path)]
         for path in self.hidden:  # empty and read-only, once the binds inside it are made
             args += ["--remount-ro", str(path)]
@@ -103,19 +108,3 @@ def check_sandbox(bwrap: str = "bwrap") -> SandboxCheck:
     return SandboxCheck(True, f"bwrap ({path}): own PID/IPC/mount namespaces, system "
                               "read-only, workspace read-write")
 
-
-def git_common_dir(workspace: Path) -> Path | None:
-    """A git worktree's shared `.git` folder (commits write there), else None."""
-    marker = workspace / ".git"
-    if not marker.is_file():
-        return None
-    try:
-        line = marker.read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    gitdir = Path(line.removeprefix("gitdir:").strip())
-    gitdir = gitdir if gitdir.is_absolute() else (workspace / gitdir).resolve()
-    # <repo>/.git/worktrees/<name>
-    return gitdir.parent.parent if gitdir.parent.name == "worktrees" else None

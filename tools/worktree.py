@@ -1,86 +1,193 @@
 """`worktree` workspaces: a git worktree per card on branch `kanban/<card>`, never merged.
 
 `prepare` (the dispatcher, before spawning) checks out the worktree, or reuses it on a
-later attempt; `finish` (the worker, when the card completes) commits what the agent left
-and describes the branch for the card's result.
+later attempt, and records its git folders in the board's folder, where no card writes;
+`finish` (the worker, when the card completes) commits what the agent left and describes
+the branch for the card's result. Every git command here is hardened (`gitsafe`); the
+worktree's own `.git` file is never read: the model may have rewritten it.
 """
 
 from __future__ import annotations
 
-import subprocess
+import json
+import re
 from pathlib import Path
 
 from kanban.state.errors import KanbanError
-from kanban.workspaces import Workspace
+from kanban.tools.gitsafe import Git, GitError, Wrap, as_is
+from kanban.workspaces import GitPaths, Workspace
 
-GIT_TIMEOUT_S = 120
-BASE_FILE = "kanban-base"  # in the worktree's git dir: the commit the branch started from
+RECORDS = "worktrees"  # in the board's folder: <board>/<card>.json per worktree
 _EXCLUDED = (":(exclude).kanban-outputs", ":(exclude).tool-outputs")  # saved tool outputs
-_FALLBACK_IDENTITY = ("-c", "user.name=kanban", "-c", "user.email=kanban@localhost")
+_FALLBACK_IDENTITY = ("kanban", "kanban@localhost")
+_OBJECT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 class WorktreeError(KanbanError):
     """The worktree could not be made or committed (no repository, git failed)."""
 
 
-def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+def repository_of(home: Path) -> Git:
+    """Hardened git on the repository holding the database's folder."""
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise WorktreeError("worktree workspaces need git, which is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise WorktreeError(f"git {args[0]} took over {GIT_TIMEOUT_S}s") from None
-    if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise WorktreeError(f"git {' '.join(args[:2])} failed: {detail[-1] if detail else ''}")
-    return proc
-
-
-def repository_of(home: Path) -> Path:
-    """The repository holding the database's folder."""
-    proc = git("rev-parse", "--show-toplevel", cwd=home, check=False)
-    if proc.returncode != 0:
+        proc = Git(home).run("rev-parse", "--path-format=absolute", "--show-toplevel",
+                             "--git-dir", "--git-common-dir", check=False)
+    except GitError as exc:
+        raise WorktreeError(exc.message) from None
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != 3:
         raise WorktreeError(f"workspace 'worktree' needs the board's folder {home} to be "
                             "inside a git repository")
-    return Path(proc.stdout.strip())
+    top, git_dir, common = (Path(line) for line in lines)
+    return Git(top, git_dir=git_dir, common_dir=common, work_tree=top)
 
 
-def prepare(ws: Workspace, home: Path) -> None:
-    """Make (or reuse) the card's worktree at `ws.path` on branch `ws.branch`."""
+def record_path(ws: Workspace, home: Path) -> Path:
+    # workspaces/<board>/<card> -> worktrees/<board>/<card>.json
+    return home / RECORDS / ws.path.parent.name / f"{ws.path.name}.json"
+
+
+def prepare(ws: Workspace, home: Path) -> Workspace:
+    """Make (or reuse) the card's worktree at `ws.path` on branch `ws.branch`; the
+    workspace with the git folders the dispatcher recorded for it."""
     assert ws.branch is not None
-    if (ws.path / ".git").exists():
-        return  # an earlier attempt's checkout, with whatever it left
-    repo = repository_of(home)
-    git("worktree", "prune", cwd=repo)
+    try:
+        if (ws.path / ".git").exists() or ws.path.is_symlink():
+            return recorded(ws, home)  # an earlier attempt's checkout, with what it left
+        paths = _add(ws, home)
+    except GitError as exc:
+        raise WorktreeError(exc.message) from None
+    record = record_path(ws, home)
+    record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    record.write_text(json.dumps({"path": str(ws.path), **paths.to_json()}))
+    ensure_branch_folders(paths, ws.branch)
+    return Workspace(ws.card_id, ws.kind, ws.path, ws.branch, paths)
+
+
+def recorded(ws: Workspace, home: Path) -> Workspace:
+    """`ws` with the git folders recorded when it was made; WorktreeError without them."""
+    try:
+        data = json.loads(record_path(ws, home).read_text())
+        paths = GitPaths.from_json(data)
+        if data["path"] != str(ws.path):
+            raise ValueError("recorded for another path")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise WorktreeError(f"the worktree {ws.path} has no record of its git folders "
+                            f"({exc}); remove it to start the card afresh") from None
+    if not _sound(paths):
+        raise WorktreeError(f"the recorded git folder {paths.git_dir} of {ws.path} is gone")
+    if repository_of(home).common_dir != paths.common_dir:  # a record can name no other
+        raise WorktreeError(f"the worktree {ws.path} was recorded in another repository "
+                            f"({paths.common_dir})")
+    assert ws.branch is not None
+    ensure_branch_folders(paths, ws.branch)
+    return Workspace(ws.card_id, ws.kind, ws.path, ws.branch, paths)
+
+
+def ensure_branch_folders(paths: GitPaths, branch: str) -> None:
+    """The folders a commit on `branch` writes to (gc may have packed them away)."""
+    folder = branch.rsplit("/", 1)[0]
+    for sub in (Path("refs/heads") / folder, Path("logs/refs/heads") / folder):
+        (paths.common_dir / sub).mkdir(parents=True, exist_ok=True)
+
+
+def _sound(paths: GitPaths) -> bool:
+    return (paths.git_dir.parent == paths.common_dir / "worktrees" and paths.git_dir.is_dir()
+            and not paths.git_dir.is_symlink() and bool(_OBJECT_ID.match(paths.base)))
+
+
+def _add(ws: Workspace, home: Path) -> GitPaths:
+    """`git worktree add`, hooks and filters off; the folders git made for it, read back
+    before any model has run there."""
+    assert ws.branch is not None
+    repo = repository_of(home).without_filters()
+    assert repo.common_dir is not None
+    repo.run("worktree", "prune")
     ws.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    exists = git("rev-parse", "--verify", "--quiet", f"refs/heads/{ws.branch}", cwd=repo,
-                 check=False).returncode == 0
-    head = git("rev-parse", "--verify", "--quiet", "HEAD", cwd=repo, check=False)
+    exists = repo.run("rev-parse", "--verify", "--quiet", f"refs/heads/{ws.branch}",
+                      check=False).returncode == 0
+    head = repo.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
     if head.returncode != 0:
-        raise WorktreeError(f"the repository {repo} has no commit to branch from")
+        raise WorktreeError(f"the repository {repo.cwd} has no commit to branch from")
     if exists:
-        git("worktree", "add", str(ws.path), ws.branch, cwd=repo)
+        repo.run("worktree", "add", str(ws.path), ws.branch)
     else:
-        git("worktree", "add", "-b", ws.branch, str(ws.path), "HEAD", cwd=repo)
-    git_dir = Path(git("rev-parse", "--absolute-git-dir", cwd=ws.path).stdout.strip())
-    base = (git("merge-base", "HEAD", ws.branch, cwd=repo).stdout if exists
-            else head.stdout)
-    (git_dir / BASE_FILE).write_text(base.strip())
+        repo.run("worktree", "add", "-b", ws.branch, str(ws.path), "HEAD")
+    made = Git(ws.path).run("rev-parse", "--path-format=absolute", "--git-dir")
+    base = (repo.run("merge-base", "HEAD", ws.branch).stdout if exists else head.stdout)
+    paths = GitPaths(Path(made.stdout.strip()), repo.common_dir, base.strip())
+    if not _sound(paths):
+        raise WorktreeError(f"git made the worktree {ws.path} somewhere unexpected "
+                            f"({paths.git_dir})")
+    # there (read if the repository has extensions.worktreeConfig), empty and read-only
+    # inside the sandbox: the model cannot give git in this worktree a config of its own
+    (paths.git_dir / "config.worktree").touch()
+    return paths
 
 
-def finish(ws: Workspace, message: str) -> str:
-    """Commit the worktree's changes; a note naming the branch and its `git diff --stat`."""
-    git("add", "-A", "--", ".", *_EXCLUDED, cwd=ws.path)
-    staged = git("diff", "--cached", "--quiet", cwd=ws.path, check=False).returncode != 0
-    if staged:
-        identity = () if git("config", "user.email", cwd=ws.path, check=False).stdout.strip() \
-            else _FALLBACK_IDENTITY
-        git(*identity, "commit", "--quiet", "--no-verify", "-m", message, cwd=ws.path)
-    git_dir = Path(git("rev-parse", "--absolute-git-dir", cwd=ws.path).stdout.strip())
-    base_file = git_dir / BASE_FILE
-    base = base_file.read_text().strip() if base_file.exists() else "HEAD~1"
-    stat = git("diff", "--stat", f"{base}..HEAD", cwd=ws.path, check=False).stdout.rstrip()
-    head = git("rev-parse", "--short", "HEAD", cwd=ws.path).stdout.strip()
+def worktree_git(ws: Workspace, wrap: Wrap = as_is) -> Git:
+    """Hardened git on the card's worktree, from its recorded folders, filters off."""
+    if ws.git is None:
+        raise WorktreeError(f"the worktree {ws.path} has no recorded git folders")
+    return Git(ws.path, git_dir=ws.git.git_dir, common_dir=ws.git.common_dir,
+               work_tree=ws.path, wrap=wrap).without_filters()
+
+
+def finish(ws: Workspace, message: str, wrap: Wrap = as_is) -> str:
+    """Commit the worktree's changes on its branch; a note naming the branch and its
+    `git diff --stat`. `wrap` runs each git command inside the card's sandbox."""
+    if ws.git is None or ws.branch is None:
+        raise WorktreeError(f"the worktree {ws.path} has no recorded git folders")
+    try:
+        return _finish(ws, ws.git, message, wrap)
+    except GitError as exc:
+        raise WorktreeError(exc.message) from None
+
+
+def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
+    branch = f"refs/heads/{ws.branch}"
+    _repair_commondir(paths)
+    git = worktree_git(ws, wrap)
+    if git.run("symbolic-ref", "-q", "HEAD", check=False).stdout.strip() != branch:
+        git.run("symbolic-ref", "HEAD", branch)  # the model may have moved HEAD elsewhere
+    git.run("add", "-A", "--", ".", *_EXCLUDED, *_gitlinks(git))
+    if git.run("diff", "--cached", "--quiet", "--no-ext-diff", check=False).returncode != 0:
+        name, email = _identity(Git(ws.path, paths.git_dir, paths.common_dir, ws.path))
+        git.run("-c", f"user.name={name}", "-c", f"user.email={email}", "commit", "--quiet",
+                "--no-verify", "--no-gpg-sign", "-m", message)
+    stat = git.run("diff", "--stat", "--no-ext-diff", "--no-textconv",
+                   f"{paths.base}..{branch}", "--", check=False).stdout.rstrip()
+    head = git.run("rev-parse", "--short", branch).stdout.strip()
     return (f"Workspace: git worktree {ws.path} on branch {ws.branch} at {head} (not merged)"
             + (f"\n{stat}" if stat else "\n(no changes)"))
+
+
+def _repair_commondir(paths: GitPaths) -> None:
+    """git's ref store reads the admin folder's `commondir` whatever GIT_COMMON_DIR says:
+    one the model rewrote would send the branch's ref to a repository of its choosing."""
+    commondir = paths.git_dir / "commondir"
+    try:
+        named = commondir.read_text().strip()
+    except OSError:
+        named = ""
+    if not named or (paths.git_dir / named).resolve() != paths.common_dir.resolve():
+        commondir.unlink(missing_ok=True)
+        commondir.write_text("../..\n")
+
+
+def _gitlinks(git: Git) -> list[str]:
+    """Nested repositories already in the index, left out of `add -A`: git would run
+    `git status` inside each, under the config (fsmonitor, filters) the model gave it."""
+    listed = git.run("ls-files", "-z", "--stage").stdout.split("\0")
+    return [f":(exclude,literal){entry.split(chr(9), 1)[1]}" for entry in listed
+            if entry.startswith("160000 ") and "\t" in entry]
+
+
+def _identity(git: Git) -> tuple[str, str]:
+    """The user's name and email from their config (read on the host: reading config runs
+    nothing), else kanban's."""
+    name = git.run("config", "--get", "user.name", check=False).stdout.strip()
+    email = git.run("config", "--get", "user.email", check=False).stdout.strip()
+    if not email:
+        return _FALLBACK_IDENTITY
+    return (name or _FALLBACK_IDENTITY[0]), email

@@ -112,8 +112,7 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         profile = config.profile(card.profile)
         secrets = sorted({*secrets, *key_values(profile, env)}, key=len, reverse=True)
         # Reads of the board: tried again while the database is away
-        workspace = wenv.workspace or retrying(scope, lambda: scope.kb.workspace(
-            card.id, setting.home, config.workspaces()))
+        workspace = wenv.workspace or _resolve(scope, card, config, setting.home)
         plan = retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                 home=setting.home, workspace=workspace.path))
         scope.skills = {skill.name: skill for skill in plan.skills}
@@ -123,7 +122,7 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
             config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
             max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
             workspace=workspace.path, hook_context=_hook_context(card, wenv))
-        runner = _command_runner(scope, card, config, plan, setting, workspace.path)
+        runner = _command_runner(scope, card, config, plan, setting, workspace)
     except (FatalModelError, ConfigError, ValidationError) as exc:
         # credentials, an unknown model, profile or toolset, a skill that no longer
         # exists, a workspace that cannot be resolved
@@ -132,7 +131,7 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
     bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
                             env=env, runner=runner, started=setting.started)
     if workspace.kind == WORKTREE:
-        scope.on_complete = _worktree_note(workspace, card.id, card.title)
+        scope.on_complete = _worktree_note(workspace, card.id, card.title, runner)
     gates.arm(scope, card, bench)
     lead = orchestrator_scope(scope, card, plan, config, setting.home)
     try:
@@ -167,12 +166,12 @@ def _say_start(card: CardRecord, parts: Parts, restored: list[Message] | None) -
 
 
 def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: WorkerPlan,
-                    setting: Setting, workspace: Path) -> Runner:
+                    setting: Setting, workspace: Workspace) -> Runner:
     """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
     the worker's log and, for cards that run commands, in the run's events."""
     network = retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
     choice = choose_runner(setting.runner, plan.profile, network=network,
-                           workspace=workspace, home=setting.home)
+                           workspace=workspace.path, home=setting.home, checkout=workspace)
     print(f"card #{card.id}: {choice.note}", flush=True)
     if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
         scope.write(lambda conn: record_event(
@@ -180,6 +179,20 @@ def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: 
             kind="sandbox", actor=scope.actor.name, at=scope.kb.clock(),
             runner=choice.runner.name, note=choice.note))
     return choice.runner
+
+
+def _resolve(scope: WorkerScope, card: CardRecord, config: Config, home: Path) -> Workspace:
+    """The card's workspace read from the board (no dispatcher handed it over); a worktree
+    with the git folders its dispatcher recorded, else ValidationError."""
+    from kanban.tools import worktree
+
+    workspace = retrying(scope, lambda: scope.kb.workspace(card.id, home, config.workspaces()))
+    if workspace.kind != WORKTREE:
+        return workspace
+    try:
+        return worktree.recorded(workspace, home)
+    except KanbanError as exc:
+        raise ValidationError(f"workspace: {exc.message}") from None
 
 
 def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
@@ -201,14 +214,17 @@ def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str
     return prepare_run(attachments, card, config, env, home=home, workspace=workspace)
 
 
-def _worktree_note(workspace: Workspace, card_id: int, title: str) -> Callable[[str], str]:
-    """Commit the worktree when the card completes and add its branch to the summary."""
+def _worktree_note(workspace: Workspace, card_id: int, title: str,
+                   runner: Runner) -> Callable[[str], str]:
+    """Commit the worktree when the card completes (inside the card's sandbox, behind the
+    same wall as its commands) and add its branch to the summary."""
 
     def note(summary: str) -> str:
         from kanban.tools import worktree
 
         try:
-            described = worktree.finish(workspace, f"kanban #{card_id}: {title}")
+            described = worktree.finish(workspace, f"kanban #{card_id}: {title}",
+                                        wrap=runner.wrap)
         except KanbanError as exc:
             described = f"Workspace: git worktree {workspace.path}; could not commit: {exc}"
         return f"{summary}\n\n{described[:5000]}"

@@ -14,15 +14,16 @@ from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state.config import Config, Profile
 from kanban.state.errors import ConfigError
+from kanban.tools.gitwall import card_wall
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.sandbox import (
     BwrapRunner,
     SandboxCheck,
     SandboxPolicy,
     check_sandbox,
-    git_common_dir,
 )
 from kanban.tools.workbench import is_credential
+from kanban.workspaces import SCRATCH, Workspace
 
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 MAX_ANCESTORS = 64  # a delegation chain is far shallower; this bounds a corrupt one
@@ -52,9 +53,10 @@ class RunnerChoice:
 
 
 def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: Path,
-                  home: Path) -> RunnerChoice:
+                  home: Path, checkout: Workspace | None = None) -> RunnerChoice:
     """bwrap around `base` when the profile allows it and bwrap works; ConfigError when the
-    profile requires a sandbox that this host cannot give."""
+    profile requires a sandbox that this host cannot give. `checkout`: the resolved
+    workspace, whose recorded git folders (a worktree's) fix what git may write."""
     if profile.sandbox == "off" or not isinstance(base, PlainRunner):
         why = "sandbox = \"off\"" if profile.sandbox == "off" else "a custom runner"
         return RunnerChoice(base, f"commands run unsandboxed ({why})")
@@ -64,12 +66,11 @@ def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: P
             raise ConfigError(f"profile {profile.name!r} has sandbox = \"required\" but "
                               f"{check.reason.split(';')[0]}")
         return RunnerChoice(base, f"no sandbox: {check.reason}")
-    writable = [workspace]
-    common = git_common_dir(workspace)
-    if common is not None:
-        writable.append(common)
-    policy = SandboxPolicy(writable=tuple(writable), hidden=_hidden(home, workspace),
-                           network=network)
+    git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
+    wall = card_wall(workspace, git, branch,
+                     scratch=checkout is not None and checkout.kind == SCRATCH)
+    policy = SandboxPolicy(writable=wall.writable, hidden=_hidden(home, workspace),
+                           network=network, readonly=wall.readonly)
     return RunnerChoice(BwrapRunner(policy, base),
                         f"sandbox: bwrap, network {'on' if network else 'off'}")
 

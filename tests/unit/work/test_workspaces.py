@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from kanban.cards import NewCard
 from kanban.errors import ValidationError
 from kanban.service import Kanban
 from kanban.tools import worktree
-from kanban.workspaces import Workspace, normalise_spec, parse_spec
+from kanban.workspaces import GitPaths, Workspace, normalise_spec, parse_spec
 
 
 def test_specs(tmp_path: Path) -> None:
@@ -58,12 +59,13 @@ def test_a_worktree_is_made_reused_committed_and_described(tmp_path: Path) -> No
     home = repo / ".kanban"
     home.mkdir()
     ws = Workspace(7, "worktree", home / "workspaces" / "default" / "7", "kanban/7")
-    worktree.prepare(ws, home)
+    ws = worktree.prepare(ws, home)
+    assert ws.git is not None and ws.git.common_dir == repo / ".git"
     assert (ws.path / "README").read_text() == "hi\n"
     (ws.path / "feature.txt").write_text("new\n")
     (ws.path / ".kanban-outputs").mkdir()
     (ws.path / ".kanban-outputs" / "cut.txt").write_text("scratch output")
-    worktree.prepare(ws, home)  # a later attempt keeps what the earlier one left
+    assert worktree.prepare(ws, home) == ws  # a later attempt keeps what the earlier one left
     assert (ws.path / "feature.txt").exists()
     note = worktree.finish(ws, "kanban #7: add a feature")
     assert "on branch kanban/7" in note and "feature.txt | 1 +" in note
@@ -76,3 +78,13 @@ def test_a_worktree_is_made_reused_committed_and_described(tmp_path: Path) -> No
 def test_worktree_needs_a_repository(tmp_path: Path) -> None:
     with pytest.raises(worktree.WorktreeError, match="inside a git repository"):
         worktree.prepare(Workspace(1, "worktree", tmp_path / "w", "kanban/1"), tmp_path)
+
+
+def test_a_workspace_travels_to_its_worker_with_its_recorded_git_folders() -> None:
+    git = GitPaths(Path("/r/.git/worktrees/7"), Path("/r/.git"), "a" * 40)
+    ws = Workspace(7, "worktree", Path("/r/.kanban/workspaces/default/7"), "kanban/7", git)
+    assert Workspace.from_json(json.loads(json.dumps(ws.to_json()))) == ws
+    plain = Workspace(3, "scratch", Path("/w"))
+    assert Workspace.from_json(plain.to_json()) == plain
+    with pytest.raises(ValueError, match="not a workspace"):
+        Workspace.from_json({**ws.to_json(), "git": {"git_dir": "/x"}})

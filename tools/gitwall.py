@@ -1,0 +1,74 @@
+"""Git inside the sandbox wall: which parts of a repository a card's commands may write.
+
+A worktree card commits on its own branch, so the shared repository's objects, this
+worktree's admin folder and the `kanban/` branch folders are writable; the rest of the
+repository (hooks, config, info, packed-refs, HEAD, other branches, other worktrees) is
+bound read-only over them. A repository at the top of a writable folder (a `dir:` checkout)
+keeps its git folder read-only (as Codex does), and so do the shell start-up files there:
+what runs outside the sandbox later (a hook at the user's next commit, a login shell) is
+never the model's to write. Everything comes from paths the dispatcher recorded, never
+from a file in the workspace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kanban.workspaces import GitPaths
+
+# Files at the top of a writable folder that run (or configure what runs) outside it.
+STARTUP_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login", ".bash_logout",
+                 ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".gitconfig")
+ADMIN_PROTECTED = ("gitdir", "commondir", "config.worktree")  # in a worktree's admin folder
+
+
+@dataclass(frozen=True)
+class Wall:
+    """Folders bound writable, and paths bound read-only over (or around) them."""
+
+    writable: tuple[Path, ...]
+    readonly: tuple[Path, ...]
+
+
+def card_wall(workspace: Path, git: GitPaths | None = None, branch: str | None = None, *,
+              scratch: bool = False) -> Wall:
+    """The wall of a card working in `workspace` (a worktree: with its recorded `git`
+    folders and `branch`). A `scratch` folder is kanban's own: a repository the model made
+    there was the model's from the start, and stays writable."""
+    writable: list[Path] = [workspace]
+    readonly: list[Path] = []
+    if git is not None and branch is not None:
+        worktree = worktree_wall(git, branch)
+        writable += worktree.writable
+        readonly += worktree.readonly
+    top = Wall((), ()) if scratch else protected_top(workspace)
+    return Wall((*writable, *top.writable), (*readonly, *top.readonly))
+
+
+def worktree_wall(git: GitPaths, branch: str) -> Wall:
+    """A commit on `branch` writes objects, the worktree's HEAD/index/logs and the branch's
+    ref and reflog; the rest of the repository is read-only."""
+    folder = Path(branch).parent  # kanban/<card> -> kanban
+    common = git.common_dir
+    writable = (common / "objects", git.git_dir, common / "refs" / "heads" / folder,
+                common / "logs" / "refs" / "heads" / folder)
+    admin = tuple(git.git_dir / name for name in ADMIN_PROTECTED
+                  if _plain_file(git.git_dir / name))
+    return Wall(tuple(p for p in writable if p.is_dir()), (common, *admin))
+
+
+def protected_top(area: Path) -> Wall:
+    """What stays read-only at the top of a writable folder: a repository's whole git
+    folder (hooks and config alone are not enough: a `commondir` file, a nested
+    repository's config or a gitlink in the index would point git at the model's own),
+    a worktree's `.git` file, and the shell start-up files."""
+    readonly = [area / name for name in STARTUP_FILES if _plain_file(area / name)]
+    dot_git = area / ".git"
+    if _plain_file(dot_git) or (dot_git.is_dir() and not dot_git.is_symlink()):
+        readonly.append(dot_git)
+    return Wall((), tuple(readonly))
+
+
+def _plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
