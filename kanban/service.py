@@ -331,11 +331,14 @@ class Kanban:
             return control.pause_state(conn, board)
 
     # views
-    def board_snapshot(self, board: str, *, per_column: int = 20) -> queries.BoardSnapshot:
+    def board_snapshot(self, board: str, *, per_column: int = 20,
+                       statuses: Sequence[str] = ()) -> queries.BoardSnapshot:
+        """The board's columns (only `statuses`' when given) with their first cards."""
         from kanban import queries
 
         with self.db.read() as conn:
-            return queries.board_snapshot(conn, board, now=self.clock(), per_column=per_column)
+            return queries.board_snapshot(conn, board, now=self.clock(), per_column=per_column,
+                                          statuses=statuses)
 
     def search(self, text: str, *, board: str | None = None, statuses: Sequence[str] = (),
                include_archived: bool = False, limit: int = 20) -> list[SearchHit]:
