@@ -278,6 +278,8 @@ def _message(m: MessageRecord, reasoning: bool = False) -> list[str]:
 def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     now = now or utcnow()
     config = s.config if s.config_exists else f"{s.config} (none: defaults)"
+    if s.config_error is not None:
+        config = paint(f"{s.config} (broken: see the error below)", "bold red")
     lines = [f"kanban {s.version}", f"database: {s.database} ({s.database_source})",
              f"config: {config}", "",
              paint(f"board {s.board}" if s.board else "all boards", "bold")]
