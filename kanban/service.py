@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kanban.claims import ClaimFilter
     from kanban.edits import CardEdit
     from kanban.gc import GcReport
+    from kanban.inbox import Inbox
     from kanban.review import Verdict
     from kanban.search import SearchHit
     from kanban.stats import Stats
@@ -272,6 +273,14 @@ class Kanban:
         with self.db.write() as conn:
             return approvals.decide(conn, card_id, approve=False, now=self.clock(),
                                     actor=actor, reason=reason)[0]
+
+    def inbox(self, *, board: str | None = None, limit: int = 100) -> Inbox:
+        """Every card waiting on a person (approvals, reviews, triage, blocks), oldest first."""
+        from kanban.inbox import inbox_plan
+        from kanban.state.plans import run_plan
+
+        with self.db.read() as conn:
+            return run_plan(conn, inbox_plan(board, limit=limit))
 
     def approvals(self, card_id: int) -> list[ApprovalRecord]:
         from kanban import approvals
