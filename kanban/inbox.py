@@ -89,7 +89,7 @@ def inbox_plan(board: str | None = None, *, limit: int = DEFAULT_LIMIT) -> Plan[
     """The cards waiting on a person (on `board`, else every board), oldest first."""
     if board is not None:
         yield from require_board_plan(board)
-    where, params = _WAITING, {"n": limit + 1}
+    where, params = _WAITING, dict[str, object](n=limit + 1)
     if board is not None:
         where, params["board"] = f"c.board = :board AND {where}", board
     rows = yield Query(f"{CARD_SELECT} c WHERE {where} ORDER BY c.updated_at, c.id LIMIT :n",
@@ -116,25 +116,29 @@ def _pending_plan(card_ids: Sequence[int]) -> Plan[dict[int, list[ApprovalRecord
 
 
 def _item(card: CardRecord, pending: list[ApprovalRecord]) -> InboxItem:
+    kind, since, reason, answers = _why(card, pending)
+    commands = tuple(PendingCommand(a.id, a.command, a.pattern, a.requested_at)
+                     for a in pending)
+    return InboxItem(kind, card.id, card.board, card.title, card.status, since, reason,
+                     answers, commands)
+
+
+def _why(card: CardRecord, pending: list[ApprovalRecord],
+         ) -> tuple[str, datetime, str, tuple[str, ...]]:
+    """The item's kind, since when it waits, why, and the commands that answer it."""
     n = card.id
-    base = {"card_id": n, "board": card.board, "title": card.title, "status": card.status}
     if pending:
-        return InboxItem(
-            APPROVAL, since=pending[0].requested_at, answers=(
-                f"kanban approve {n}", f'kanban deny {n} --reason "..."'),
-            reason="waits for approval to run: " + "; ".join(a.command for a in pending),
-            commands=tuple(PendingCommand(a.id, a.command, a.pattern, a.requested_at)
-                           for a in pending), **base)
+        return (APPROVAL, pending[0].requested_at,
+                "waits for approval to run: " + "; ".join(a.command for a in pending),
+                (f"kanban approve {n}", f'kanban deny {n} --reason "..."'))
     if card.status == CardStatus.REVIEW:
         gate = card.review or "human"
         why = ("waits for a person's review" if gate == "human" else
                f"its {gate.partition(':')[0]} gate ended without a decision")
-        return InboxItem(REVIEW, since=card.updated_at, reason=why, answers=(
-            f"kanban approve {n}", f'kanban reject {n} --feedback "..."'), **base)
+        return (REVIEW, card.updated_at, why,
+                (f"kanban approve {n}", f'kanban reject {n} --feedback "..."'))
     if card.status == CardStatus.TRIAGE:
-        return InboxItem(TRIAGE, since=card.updated_at,
-                         reason="its decomposer ended without splitting it",
-                         answers=(f"kanban triage {n}", f"kanban cancel {n}"), **base)
-    return InboxItem(BLOCKED, since=card.updated_at, reason=card.error or "blocked",
-                     answers=(f'kanban unblock {n} --note "..."', f"kanban cancel {n}"),
-                     **base)
+        return (TRIAGE, card.updated_at, "its decomposer ended without splitting it",
+                (f"kanban triage {n}", f"kanban cancel {n}"))
+    return (BLOCKED, card.updated_at, card.error or "blocked",
+            (f'kanban unblock {n} --note "..."', f"kanban cancel {n}"))

@@ -21,6 +21,7 @@ from kanban.state.plans import Plan, Query, run_plan
 from kanban.state.rows import as_set_time, as_time
 from kanban.state.store import Conn
 from kanban.states import BOARD_ORDER, CardStatus
+from kanban.textsafety import visible
 
 
 @dataclass(frozen=True)
@@ -247,10 +248,32 @@ class RunResult:
     input_tokens: int
     output_tokens: int
     cached_tokens: int
+    waits_for: str | None = None  # a blocked card: what a person must decide, and how
+
+    def with_waits_for(self, text: str | None) -> RunResult:
+        return RunResult(self.card_status, self.outcome, self.error, self.input_tokens,
+                         self.output_tokens, self.cached_tokens, text)
+
+
+WAITS_FOR_CHARS = 500  # of a block's reason or an approval's commands, in one log line
 
 
 def run_result(conn: Conn, run_id: int) -> RunResult | None:
     row = conn.one("SELECT c.status, r.outcome, r.error, r.input_tokens, r.output_tokens, "
-                   "r.cached_tokens FROM run r JOIN card c ON c.id = r.card_id "
+                   "r.cached_tokens, c.id, c.error FROM run r JOIN card c ON c.id = r.card_id "
                    "WHERE r.id = :id", {"id": run_id})
-    return None if row is None else RunResult(*row)
+    if row is None:
+        return None
+    result = RunResult(*row[:6])
+    if result.card_status != CardStatus.BLOCKED:
+        return result
+    card_id, reason = row[6], row[7] or ""
+    commands = conn.column("SELECT command FROM approval WHERE card_id = :id AND "
+                           "decision = 'pending' ORDER BY id", {"id": card_id})
+    if commands:
+        said = (f"waits for approval of `{'; '.join(commands)}`"[:WAITS_FOR_CHARS]
+                + f" (kanban approve {card_id} / kanban deny {card_id})")
+    else:
+        said = (f"waits for a person: {reason}"[:WAITS_FOR_CHARS]
+                + f" (kanban unblock {card_id} --note ...)")
+    return result.with_waits_for(visible(said, one_line=True))
