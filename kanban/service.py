@@ -231,13 +231,15 @@ class Kanban:
         return promoted
 
     def collect_garbage(self, home: Path, *, older_than: timedelta, batch: int = 500,
-                        board: str | None = None) -> GcReport:
+                        board: str | None = None,
+                        remove_worktree: Callable[[Path], bool] | None = None) -> GcReport:
         """Archive finished cards older than `older_than` and prune what they left behind,
-        in short write transactions (see kanban.gc)."""
+        in short write transactions (see kanban.gc); `remove_worktree` removes a git
+        worktree checked out for one of them."""
         from kanban import gc
 
         return gc.collect(self.db, home, older_than=older_than, now=self.clock(),
-                          board=board, batch=batch)
+                          board=board, batch=batch, remove_worktree=remove_worktree)
 
     def create_swarm(self, new: NewSwarm) -> Swarm:
         """Workers, verifier and synthesizer (and a planner without parts): one transaction."""
