@@ -5,12 +5,14 @@ worktree card outside a git repository is refused when added (issue 29, item 9).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 from kanban.state import DbLocation, open_database
 from tests.support.procs import kanban
+from tests.support.web import start_web
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -106,4 +108,21 @@ def test_a_worktree_card_outside_a_repository_is_refused_at_add(tmp_path: Path) 
     assert refused.returncode == 1
     assert refused.stderr.startswith("kanban: error: workspace 'worktree' needs the board's")
     assert "inside a git repository" in refused.stderr
+    assert json.loads(kanban(db, "list", "--json").stdout)["cards"] == []
+
+
+def test_the_web_board_refuses_a_worktree_card_outside_a_repository(tmp_path: Path) -> None:
+    db = tmp_path / "plain" / ".kanban" / "kanban.db"
+    kanban(db, "init")
+    (db.parent / "config.toml").write_text('[profiles.coder]\nmodel = "scripted:x"\n'
+                                           'workspace = "worktree"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KANBAN_")}
+    server = start_web(db, env=env)
+    try:
+        client = server.client()
+        made = client.post("/api/cards", json={"title": "x", "profile": "coder"},
+                           headers={"X-CSRF-Token": server.csrf(client)})
+        assert made.status_code == 409 and "inside a git repository" in made.json()["error"]
+    finally:
+        server.stop()
     assert json.loads(kanban(db, "list", "--json").stdout)["cards"] == []
