@@ -109,3 +109,16 @@ def test_inbox_takes_a_board_and_hostile_text_cannot_drive_the_terminal(cli: Cli
     text = cli.ok("inbox").stdout
     assert "\x1b" not in text and "\\x1b" in text
     assert cli.fails("inbox", "--board", "nope").startswith("no board named 'nope'")
+
+
+def test_triage_nobody_is_splitting_waits_on_a_person(cli: Cli, kanban: Kanban) -> None:
+    card = kanban.add_card(NewCard("rough idea"))
+    kanban.triage(card.id, decomposer="default", catalog="")
+    assert cli.json("inbox")["items"] == []  # its decomposer card is on it
+    decomposer = next(c for c in kanban.list_cards() if c.role == "decomposer")
+    kanban.cancel(decomposer.id)
+    [item] = cli.json("inbox")["items"]
+    assert (item["card_id"], item["kind"]) == (card.id, "triage")
+    assert item["answers"] == [f"kanban triage {card.id}", f"kanban cancel {card.id}"]
+    run_answer(cli, item["answers"][1])
+    assert cli.json("inbox")["items"] == []
