@@ -112,12 +112,13 @@ def log_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
     level = logging.INFO if result.card_status in ("done", "blocked") else logging.WARNING
     event(f"#{c.card_id} {result.card_status} ({outcome}) after {took:.2f}s: pid {worker.pid} "
           f"exit {code}, tokens {tokens}" + (f"; {result.error}" if result.error and
-                                             result.card_status != "done" else ""),
+                                             result.card_status != "done" else "")
+          + (f"; {result.waits_for}" if result.waits_for else ""),
           level, kind="finished", card=c.card_id, attempt=c.attempt, pid=worker.pid,
           exit_code=code, status=result.card_status, outcome=outcome,
           duration_s=round(took, 3), input_tokens=result.input_tokens,
           output_tokens=result.output_tokens, cached_tokens=result.cached_tokens,
-          error=result.error)
+          error=result.error, waits_for=result.waits_for)
 
 
 def police(d: Dispatcher, now: float) -> None:

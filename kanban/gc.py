@@ -2,7 +2,9 @@
 
 Each batch is one short write transaction: archive up to `batch` cards, delete their
 transcripts and their events (one `archived` event stays per card, saying it was pruned);
-their worker logs and scratch workspaces go after the commit. Other writers get the lock
+their worker logs and scratch workspaces go after the commit, and so do their git worktrees
+through the `remove_worktree` the caller gives (kanban/ runs no git; branches stay). Other
+writers get the lock
 between batches. SQLite then gives the freed pages back in small steps
 (`PRAGMA incremental_vacuum`) where the file allows it; elsewhere they are reused.
 """
@@ -39,6 +41,7 @@ class GcReport:
     events: int = 0
     logs: int = 0
     workspaces: int = 0
+    worktrees: int = 0  # git worktrees removed (their branches stay)
     batches: int = 0
     pages_freed: int = 0
     pages_reusable: int = 0  # freed inside a file that cannot shrink in place
@@ -55,9 +58,13 @@ class _Pruned:
     scratch: bool  # its workspace was the scratch directory (gc may remove it)
 
 
+RemoveWorktree = Callable[[Path], bool]  # a checkout's path -> whether it was removed
+
+
 def collect(db: Database, home: Path, *, older_than: timedelta, now: datetime,
             board: str | None = None, batch: int = BATCH,
-            on_batch: Callable[[GcReport], None] | None = None) -> GcReport:
+            on_batch: Callable[[GcReport], None] | None = None,
+            remove_worktree: RemoveWorktree | None = None) -> GcReport:
     """Archive and prune every finished card last changed before `now - older_than`."""
     report = GcReport()
     cutoff = now - older_than
@@ -71,7 +78,7 @@ def collect(db: Database, home: Path, *, older_than: timedelta, now: datetime,
                 if not pruned:
                     break
                 report.batches += 1
-                _remove_files(home, pruned, report)
+                _remove_files(home, pruned, report, remove_worktree)
                 if on_batch is not None:
                     on_batch(report)
                 if len(pruned) < batch:
@@ -101,8 +108,10 @@ def _prune_batch(conn: Conn, board: str, status: str, cutoff: datetime, now: dat
             for card_id, attempts, workspace in rows]
 
 
-def _remove_files(home: Path, pruned: list[_Pruned], report: GcReport) -> None:
-    """Worker logs and scratch workspaces of pruned cards (never a path outside home)."""
+def _remove_files(home: Path, pruned: list[_Pruned], report: GcReport,
+                  remove_worktree: RemoveWorktree | None = None) -> None:
+    """Worker logs, scratch workspaces and worktrees of pruned cards (never a path outside
+    home)."""
     logs = home / "logs"
     for card in pruned:
         for attempt in range(1, card.attempts + 1):
@@ -110,6 +119,10 @@ def _remove_files(home: Path, pruned: list[_Pruned], report: GcReport) -> None:
             if log.is_file() and not log.is_symlink():
                 log.unlink(missing_ok=True)
                 report.logs += 1
+        checkout = scratch_dir(home, card.board, card.card_id)
+        if remove_worktree is not None and (checkout / ".git").is_file():  # a worktree's
+            report.worktrees += remove_worktree(checkout)
+            continue
         if card.scratch:
             workspace = scratch_dir(home, card.board, card.card_id)
             # a git worktree checked out there (a profile's default) is left to git

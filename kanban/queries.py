@@ -20,13 +20,8 @@ from kanban.records import CardRecord
 from kanban.state.plans import Plan, Query, run_plan
 from kanban.state.rows import as_set_time, as_time
 from kanban.state.store import Conn
-from kanban.states import CardStatus
-
-BOARD_ORDER = (
-    CardStatus.TRIAGE, CardStatus.SCHEDULED, CardStatus.TODO, CardStatus.READY,
-    CardStatus.RUNNING, CardStatus.REVIEW, CardStatus.WAITING, CardStatus.BLOCKED,
-    CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED,
-)
+from kanban.states import BOARD_ORDER, CardStatus
+from kanban.textsafety import visible
 
 
 @dataclass(frozen=True)
@@ -40,6 +35,12 @@ class BoardSnapshot:
     cursor: int = 0  # the newest event when read: changes after it come on the live stream
     more: dict[str, str | None] = field(default_factory=dict)  # each column's next page
     approvals: dict[int, list[str]] = field(default_factory=dict)  # card id → pending commands
+    shown: tuple[str, ...] = ()  # the columns asked for (none: every column)
+
+    @property
+    def statuses(self) -> tuple[str, ...]:
+        """The columns to show, in the board's order."""
+        return tuple(str(s) for s in BOARD_ORDER if not self.shown or s in self.shown)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -51,7 +52,8 @@ class BoardSnapshot:
                  "heartbeat_at": d.heartbeat_at.isoformat()} for d in self.dispatchers
             ],
             "counts": self.counts,
-            "columns": {k: [c.to_json() for c in v] for k, v in self.columns.items()},
+            "columns": {k: [c.to_json() for c in v] for k, v in self.columns.items()
+                        if k in self.statuses},
             "cursor": self.cursor,
             "pending_approvals": [{"card_id": card_id, "command": command}
                                   for card_id, commands in self.approvals.items()
@@ -81,9 +83,10 @@ def event_cursor_plan() -> Plan[int]:
     return int(rows.scalar())
 
 
-def board_snapshot(conn: Conn, board: str, *, now: datetime,
-                   per_column: int = 20) -> BoardSnapshot:
-    return run_plan(conn, board_snapshot_plan(board, now=now, per_column=per_column))
+def board_snapshot(conn: Conn, board: str, *, now: datetime, per_column: int = 20,
+                   statuses: Sequence[str] = ()) -> BoardSnapshot:
+    return run_plan(conn, board_snapshot_plan(board, now=now, per_column=per_column,
+                                              statuses=statuses))
 
 
 def board_snapshot_plan(board: str, *, now: datetime, per_column: int = 20,
@@ -112,7 +115,7 @@ def board_snapshot_plan(board: str, *, now: datetime, per_column: int = 20,
     pause = yield from pause_state_plan(board)
     dispatchers = yield from live_dispatchers_plan(now)
     return BoardSnapshot(board, counts, columns, pause, dispatchers, now, cursor, more,
-                         approvals)
+                         approvals, tuple(sorted({str(CardStatus(s)) for s in statuses})))
 
 
 @dataclass(frozen=True)
@@ -245,10 +248,32 @@ class RunResult:
     input_tokens: int
     output_tokens: int
     cached_tokens: int
+    waits_for: str | None = None  # a blocked card: what a person must decide, and how
+
+    def with_waits_for(self, text: str | None) -> RunResult:
+        return RunResult(self.card_status, self.outcome, self.error, self.input_tokens,
+                         self.output_tokens, self.cached_tokens, text)
+
+
+WAITS_FOR_CHARS = 500  # of a block's reason or an approval's commands, in one log line
 
 
 def run_result(conn: Conn, run_id: int) -> RunResult | None:
     row = conn.one("SELECT c.status, r.outcome, r.error, r.input_tokens, r.output_tokens, "
-                   "r.cached_tokens FROM run r JOIN card c ON c.id = r.card_id "
+                   "r.cached_tokens, c.id, c.error FROM run r JOIN card c ON c.id = r.card_id "
                    "WHERE r.id = :id", {"id": run_id})
-    return None if row is None else RunResult(*row)
+    if row is None:
+        return None
+    result = RunResult(*row[:6])
+    if result.card_status != CardStatus.BLOCKED:
+        return result
+    card_id, reason = row[6], row[7] or ""
+    commands = conn.column("SELECT command FROM approval WHERE card_id = :id AND "
+                           "decision = 'pending' ORDER BY id", {"id": card_id})
+    if commands:
+        said = (f"waits for approval of `{'; '.join(commands)}`"[:WAITS_FOR_CHARS]
+                + f" (kanban approve {card_id} / kanban deny {card_id})")
+    else:
+        said = (f"waits for a person: {reason}"[:WAITS_FOR_CHARS]
+                + f" (kanban unblock {card_id} --note ...)")
+    return result.with_waits_for(visible(said, one_line=True))

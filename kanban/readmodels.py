@@ -5,7 +5,8 @@ Plans (kanban.state.plans), so `kanban log`/`kanban show` and the web drawer sha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from kanban.cards import _CARD_SELECT, card_from_row, card_plan
@@ -17,25 +18,78 @@ TREE_DEPTH = 4
 TREE_BUDGET = 50
 
 
+CONTINUED = "continued"  # the event a resumed run's worker writes: from_run, messages
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A run that continued an earlier run's conversation: its first `inherited` messages
+    are that run's, copied when it resumed (shown once, under the run that wrote them)."""
+
+    from_run: int
+    inherited: int
+
+
 @dataclass(frozen=True)
 class Transcript:
     """`kanban log`: every run of one card with its messages."""
 
     card: CardRecord
     runs: list[tuple[RunRecord, list[MessageRecord]]]
+    continued: dict[int, Continuation] = field(default_factory=dict)  # by run id
+
+    def inherited(self, run_id: int) -> int:
+        """How many of the run's first messages it inherited from the run it continued."""
+        found = self.continued.get(run_id)
+        return found.inherited if found else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "card_id": self.card.id,
-            "runs": [{**run.to_json(), "messages": [m.to_json() for m in messages]}
-                     for run, messages in self.runs],
+            "runs": [self._run_json(run, messages) for run, messages in self.runs],
         }
+
+    def _run_json(self, run: RunRecord, messages: list[MessageRecord]) -> dict[str, Any]:
+        found = self.continued.get(run.id)
+        inherited = found.inherited if found else 0
+        return {**run.to_json(), "continues_run": found.from_run if found else None,
+                "inherited": inherited,
+                "messages": [{**m.to_json(), "inherited": n < inherited}
+                             for n, m in enumerate(messages)]}
 
 
 def transcript_plan(card_id: int, *, board: str | None = None) -> Plan[Transcript]:
     card = yield from card_plan(card_id, board=board)
     runs = yield from run_transcript_plan(card_id)
-    return Transcript(card, runs)
+    rows = yield Query("SELECT run_id, data FROM event WHERE card_id = :id AND kind = :kind "
+                       "AND run_id IS NOT NULL ORDER BY id", {"id": card_id, "kind": CONTINUED})
+    return Transcript(card, runs, continuations(runs, rows))
+
+
+def continuations(runs: list[tuple[RunRecord, list[MessageRecord]]],
+                  events: list[tuple[Any, ...]]) -> dict[int, Continuation]:
+    """Per resumed run, the run it continued and how many of its first messages are that
+    run's, unchanged (a message the resumption changed, such as the children's report in
+    place of a delegate call's result, is the resumed run's own)."""
+    by_id = {run.id: messages for run, messages in runs}
+    found: dict[int, Continuation] = {}
+    for run_id, data in events:
+        values = json.loads(data or "{}")
+        source = values.get("from_run")
+        if run_id not in by_id or source not in by_id:
+            continue
+        copied = by_id[run_id][:int(values.get("messages") or 0)]
+        same = 0
+        for mine, theirs in zip(copied, by_id[source], strict=False):
+            if _said(mine) != _said(theirs):
+                break
+            same += 1
+        found[run_id] = Continuation(int(source), same)
+    return found
+
+
+def _said(m: MessageRecord) -> tuple[Any, ...]:
+    return (m.role, m.content, m.tool_calls, m.tool_call_id, m.name)
 
 
 @dataclass(frozen=True)

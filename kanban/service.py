@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kanban.claims import ClaimFilter
     from kanban.edits import CardEdit
     from kanban.gc import GcReport
+    from kanban.inbox import Inbox
     from kanban.review import Verdict
     from kanban.search import SearchHit
     from kanban.stats import Stats
@@ -230,13 +231,15 @@ class Kanban:
         return promoted
 
     def collect_garbage(self, home: Path, *, older_than: timedelta, batch: int = 500,
-                        board: str | None = None) -> GcReport:
+                        board: str | None = None,
+                        remove_worktree: Callable[[Path], bool] | None = None) -> GcReport:
         """Archive finished cards older than `older_than` and prune what they left behind,
-        in short write transactions (see kanban.gc)."""
+        in short write transactions (see kanban.gc); `remove_worktree` removes a git
+        worktree checked out for one of them."""
         from kanban import gc
 
         return gc.collect(self.db, home, older_than=older_than, now=self.clock(),
-                          board=board, batch=batch)
+                          board=board, batch=batch, remove_worktree=remove_worktree)
 
     def create_swarm(self, new: NewSwarm) -> Swarm:
         """Workers, verifier and synthesizer (and a planner without parts): one transaction."""
@@ -272,6 +275,14 @@ class Kanban:
         with self.db.write() as conn:
             return approvals.decide(conn, card_id, approve=False, now=self.clock(),
                                     actor=actor, reason=reason)[0]
+
+    def inbox(self, *, board: str | None = None, limit: int = 100) -> Inbox:
+        """Every card waiting on a person (approvals, reviews, triage, blocks), oldest first."""
+        from kanban.inbox import inbox_plan
+        from kanban.state.plans import run_plan
+
+        with self.db.read() as conn:
+            return run_plan(conn, inbox_plan(board, limit=limit))
 
     def approvals(self, card_id: int) -> list[ApprovalRecord]:
         from kanban import approvals
@@ -331,11 +342,14 @@ class Kanban:
             return control.pause_state(conn, board)
 
     # views
-    def board_snapshot(self, board: str, *, per_column: int = 20) -> queries.BoardSnapshot:
+    def board_snapshot(self, board: str, *, per_column: int = 20,
+                       statuses: Sequence[str] = ()) -> queries.BoardSnapshot:
+        """The board's columns (only `statuses`' when given) with their first cards."""
         from kanban import queries
 
         with self.db.read() as conn:
-            return queries.board_snapshot(conn, board, now=self.clock(), per_column=per_column)
+            return queries.board_snapshot(conn, board, now=self.clock(), per_column=per_column,
+                                          statuses=statuses)
 
     def search(self, text: str, *, board: str | None = None, statuses: Sequence[str] = (),
                include_archived: bool = False, limit: int = 20) -> list[SearchHit]:

@@ -25,6 +25,16 @@ class CardStatus(StrEnum):
 TERMINAL = frozenset({CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED})
 UNFINISHED = frozenset(CardStatus) - TERMINAL
 
+# Every state in the board's column order: the one list that the board's columns, the
+# status filters (`list`, `search`, `board`, the web board and its API) and counts follow.
+BOARD_ORDER: tuple[CardStatus, ...] = (
+    CardStatus.TRIAGE, CardStatus.SCHEDULED, CardStatus.TODO, CardStatus.READY,
+    CardStatus.RUNNING, CardStatus.REVIEW, CardStatus.WAITING, CardStatus.BLOCKED,
+    CardStatus.DONE, CardStatus.FAILED, CardStatus.CANCELLED,
+)
+STATUS_NAMES: tuple[str, ...] = tuple(s.value for s in BOARD_ORDER)
+assert set(BOARD_ORDER) == set(CardStatus), "every state has its place on the board"
+
 
 class Action(StrEnum):
     PROMOTE = "promote"

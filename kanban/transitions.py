@@ -190,8 +190,14 @@ def _submit(conn: Conn, card_id: int, summary: str, *, now: datetime, actor: Act
 def block(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Actor = USER,
           board: str | None = None) -> CardRecord:
     v.text(reason, "reason", v.MAX_COMMENT, required=True)
+    values: dict[str, Any] = {"error": reason}
+    row = conn.one("SELECT status, retry_base FROM card WHERE id = :id", {"id": card_id})
+    if row is not None and row[0] == CardStatus.RUNNING:
+        # A run that hands its card to a person (an approval, a question) spends no attempt,
+        # as a delegation spends none: attempts count runs that failed, never `2/1`.
+        values["retry_base"] = int(row[1]) + 1
     move(conn, card_id, Action.BLOCK, CardStatus.BLOCKED, actor=actor, now=now, board=board,
-          outcome=Outcome.BLOCKED, values={"error": reason}, reason=reason)
+          outcome=Outcome.BLOCKED, values=values, reason=reason)
     add_comment(conn, card_id, f"blocked: {reason}", author=actor.name, now=now)
     return get_card(conn, card_id)
 

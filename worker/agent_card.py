@@ -16,10 +16,12 @@ from kanban.attachments import Attachments
 from kanban.children import tree_budget_spent
 from kanban.errors import KanbanError, ValidationError
 from kanban.events import record_event
+from kanban.readmodels import CONTINUED
 from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state.config import Config
 from kanban.state.errors import ConfigError
+from kanban.state.store import Conn
 from kanban.tools.delegate import LeadScope
 from kanban.tools.registry import Toolbox
 from kanban.tools.runner import Runner
@@ -33,7 +35,7 @@ from kanban.worker.orchestrator import opening, orchestrator_scope, wait
 from kanban.worker.outcome import EXIT_OK, fail, requeue, retrying, settle
 from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
-from kanban.worker.resume import stored_conversation
+from kanban.worker.resume import resumed_run, stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
 from kanban.worker.sandboxing import card_network, choose_runner
 from kanban.workspaces import WORKTREE, Workspace
@@ -68,6 +70,8 @@ def run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config
         parts = ready
         restored = retrying(scope, lambda: _stored(scope.kb, card, wenv.run_id))
         _say_start(card, parts, restored)
+        if restored:
+            _record_continued(scope, card, len(restored))
         if restored:  # an offline script goes on where the stored answers leave it
             resume_scripts(parts.runtime.model, sum(m.role == "assistant" for m in restored))
         start = opening(scope, card, parts.plan, parts.lead, restored, activity, parts.secrets)
@@ -205,6 +209,20 @@ def _tree_spent(kb: Kanban, card: CardRecord, config: Config) -> str | None:
 def _stored(kb: Kanban, card: CardRecord, run_id: int) -> list[Message] | None:
     with kb.db.read() as conn:
         return stored_conversation(conn, card, run_id)
+
+
+def _record_continued(scope: WorkerScope, card: CardRecord, messages: int) -> None:
+    """Which run this one continues, and how many messages it copied from it: `kanban log`
+    then shows them once, under the run that wrote them."""
+
+    def record(conn: Conn) -> None:
+        source = resumed_run(conn, card, scope.run_id)
+        if source is not None:
+            record_event(conn, board=scope.board, card_id=scope.card_id, run_id=scope.run_id,
+                         kind=CONTINUED, actor=scope.actor.name, at=scope.kb.clock(),
+                         from_run=source, messages=messages)
+
+    scope.write(record)
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,

@@ -25,16 +25,23 @@ DIED = ("no result was recorded: the worker stopped while this call ran. Check w
 RESUMED = "(The run was resumed; the conversation continues from its last recorded turn.)"
 
 
-def stored_conversation(conn: Conn, card: CardRecord, run_id: int) -> list[Message] | None:
-    """The conversation to continue (None: start afresh): the messages of the card's last
-    run since its last manual retry, other than `run_id`, with every tool call answered."""
+def resumed_run(conn: Conn, card: CardRecord, run_id: int) -> int | None:
+    """The run whose conversation `run_id` continues, if any: the card's last run since its
+    last manual retry, other than `run_id`, that stored messages."""
     row = conn.one(
         "SELECT r.id FROM run r WHERE r.card_id = :card AND r.id <> :run AND r.attempt > :base "
         "AND EXISTS (SELECT 1 FROM message m WHERE m.run_id = r.id) ORDER BY r.id DESC LIMIT 1",
         {"card": card.id, "run": run_id, "base": card.resume_base})
-    if row is None:
+    return None if row is None else int(row[0])
+
+
+def stored_conversation(conn: Conn, card: CardRecord, run_id: int) -> list[Message] | None:
+    """The conversation to continue (None: start afresh): the messages of the card's last
+    run since its last manual retry, other than `run_id`, with every tool call answered."""
+    source = resumed_run(conn, card, run_id)
+    if source is None:
         return None
-    rows = conn.maps("SELECT * FROM message WHERE run_id = :run ORDER BY seq", {"run": row[0]})
+    rows = conn.maps("SELECT * FROM message WHERE run_id = :run ORDER BY seq", {"run": source})
     messages = [Message.from_dict(_as_dict(MessageRecord.from_row(with_times(r))))
                 for r in rows]
     if not any(m.role == "assistant" for m in messages):

@@ -8,7 +8,7 @@ from kanban.activity import describe as describe_activity
 from kanban.cli.output import one_line, paint, plural
 from kanban.cli.plain import status_word
 from kanban.columns import BoardCard
-from kanban.queries import BOARD_ORDER, BoardSnapshot
+from kanban.queries import BoardSnapshot
 from kanban.state.timeutil import utcnow
 from kanban.when import age, until
 
@@ -40,9 +40,9 @@ def header(snapshot: BoardSnapshot) -> str:
 def board_lines(snapshot: BoardSnapshot) -> list[str]:
     now = snapshot.at or utcnow()
     lines = [header(snapshot)]
-    for status in map(str, BOARD_ORDER):
+    for status in snapshot.statuses:
         count = snapshot.counts.get(status, 0)
-        if not count and status in ("scheduled", "failed", "cancelled"):
+        if not count and not snapshot.shown and status in ("scheduled", "failed", "cancelled"):
             continue
         lines.append(f"{status_word(status)} {count:,}")
         cards = snapshot.columns.get(status, [])

@@ -9,12 +9,16 @@ import click
 from kanban.cli import output
 from kanban.cli.base import board_filter, board_of, command, group, json_option, open_kanban
 from kanban.cli.params import dependency_policy_option
+from kanban.states import STATUS_NAMES
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
 
 @command()
+@click.option("--status", "-s", "statuses", multiple=True, metavar="STATE",
+              type=click.Choice(STATUS_NAMES, case_sensitive=False),
+              help="Only this state's column (repeatable): " + ", ".join(STATUS_NAMES) + ".")
 @click.option("--per-column", type=click.IntRange(1, 500), default=10, show_default=True,
               help="Cards shown per column.")
 @click.option("--watch", "-w", is_flag=True,
@@ -23,8 +27,8 @@ if TYPE_CHECKING:
               help="Seconds between change checks with --watch.")
 @json_option
 @click.pass_context
-def board(ctx: click.Context, per_column: int, watch: bool, interval: float,
-          as_json: bool) -> None:
+def board(ctx: click.Context, statuses: tuple[str, ...], per_column: int, watch: bool,
+          interval: float, as_json: bool) -> None:
     """Show the board: a column per state with counts, pause state and dispatchers.
 
     On a terminal the states are side by side; piped, each state is a block of plain
@@ -32,20 +36,23 @@ def board(ctx: click.Context, per_column: int, watch: bool, interval: float,
     """
     kanban = open_kanban(ctx)
     name = board_of(ctx)
+    only = tuple(s.lower() for s in statuses)
     if as_json:
-        output.print_json(kanban.board_snapshot(name, per_column=per_column).to_json())
+        output.print_json(kanban.board_snapshot(name, per_column=per_column,
+                                                statuses=only).to_json())
         return
     if not watch and not output.is_terminal():
         from kanban.cli.board_text import board_lines
 
-        output.out_lines(board_lines(kanban.board_snapshot(name, per_column=per_column)))
+        output.out_lines(board_lines(kanban.board_snapshot(name, per_column=per_column,
+                                                           statuses=only)))
         return
     from rich.console import Console
 
     from kanban.cli.views import render_board
 
     def render() -> RenderableType:
-        return render_board(kanban.board_snapshot(name, per_column=per_column))
+        return render_board(kanban.board_snapshot(name, per_column=per_column, statuses=only))
 
     console = Console(highlight=False)
     if watch:

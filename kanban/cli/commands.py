@@ -51,6 +51,9 @@ COMMANDS: dict[str, Entry] = {
     "workspace": Entry("kanban.cli.work:workspace",
                        "Print the directory a card's worker works in (its workspace), and nothing "
                        "else."),
+    "inbox": Entry("kanban.cli.inbox:inbox",
+                   "List every card waiting on a person, oldest first, with the command that "
+                   "answers it."),
     "approve": Entry("kanban.cli.work:approve",
                      "Pass a card's review gate, or approve the command a blocked card waits on."),
     "reject": Entry("kanban.cli.work:reject",

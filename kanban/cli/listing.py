@@ -13,12 +13,11 @@ import click
 from kanban.cli import output
 from kanban.cli.base import board_of, command, json_option, open_kanban
 from kanban.cli.params import SINCE
+from kanban.states import STATUS_NAMES as STATES
 
 if TYPE_CHECKING:
     from kanban.records import CardRecord
 
-STATES = ("scheduled", "todo", "ready", "running", "waiting", "blocked", "done", "failed",
-          "cancelled")
 DEFAULT_LIMIT = 50
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 import click
 
 from kanban.cli import output
-from kanban.cli.base import board_of, command, open_kanban
+from kanban.cli.base import board_of, command, location_of, open_kanban
 from kanban.cli.params import CARD_ID, SINCE, card_id_argument
 from kanban.records import CardRecord
 
@@ -109,6 +109,13 @@ def retry(ctx: click.Context, card_id: int | None, status: str | None,
 @card_id_argument()
 @click.pass_context
 def archive(ctx: click.Context, card_id: int) -> None:
-    """Hide a finished card from the board and lists."""
-    card = open_kanban(ctx).archive(card_id)
+    """Hide a finished card from the board and lists.
+
+    A git worktree checked out for the card is removed; its branch kanban/ID stays.
+    """
+    from kanban.cli.worktrees import remove_after_archive, workspace_defaults
+
+    kanban = open_kanban(ctx)
+    card = kanban.archive(card_id)
     output.out(f"#{card.id} is archived ({card.status})")
+    remove_after_archive(kanban, card_id, location_of(ctx).home, workspace_defaults(ctx))

@@ -244,7 +244,11 @@ def transcript_lines(t: Transcript, *, reasoning: bool = False) -> list[str]:
             f"run {run.id} · attempt {run.attempt} · {run.outcome or 'running'} · started "
             f"{when(run.started_at)} · {run.input_tokens:,} in / {run.output_tokens:,} out / "
             f"{run.cached_tokens:,} cached tokens · cost {money(run.cost)}"))
-        for m in messages:
+        found = t.continued.get(run.id)
+        if found is not None:  # its copy of the earlier conversation is shown there, once
+            lines.append(paint(f"(continues run {found.from_run}: its {found.inherited:,} "
+                               "message(s) above are not repeated)", "dim italic"))
+        for m in messages[t.inherited(run.id):]:
             lines += _message(m, reasoning)
         if run.error:
             lines.append(paint(f"error: {run.error}", "red"))
@@ -278,6 +282,8 @@ def _message(m: MessageRecord, reasoning: bool = False) -> list[str]:
 def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     now = now or utcnow()
     config = s.config if s.config_exists else f"{s.config} (none: defaults)"
+    if s.config_error is not None:
+        config = paint(f"{s.config} (broken: see the error below)", "bold red")
     lines = [f"kanban {s.version}", f"database: {s.database} ({s.database_source})",
              *([paint(s.journal, "yellow")] if s.journal else []),
              f"config: {config}", "",

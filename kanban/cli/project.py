@@ -73,7 +73,9 @@ def init(ctx: click.Context, journal: str) -> None:
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show the version, database, config, card counts, dispatchers and workers.
 
-    With --board, counts and workers are those of one board.
+    With --board, counts and workers are those of one board. The config named is the file
+    in use ($KANBAN_CONFIG, else config.toml beside the database); when `dispatch` would
+    refuse it, the error follows on stderr and the exit status is 1.
     """
     from kanban.cli.reads import status as read_status
 
@@ -81,10 +83,14 @@ def status(ctx: click.Context, as_json: bool) -> None:
     summary = read_status(open_kanban(ctx), board_filter(ctx), location)
     if as_json:
         output.print_json(summary.to_json())
-        return
-    from kanban.cli.plain import status_lines
+    else:
+        from kanban.cli.plain import status_lines
 
-    output.out_lines(status_lines(summary))
+        output.out_lines(status_lines(summary))
+    if summary.config_error is not None:  # as `dispatch` and `add` would refuse it
+        from kanban.errors import ConfigError
+
+        raise ConfigError(summary.config_error)
 
 
 SHELLS = ("bash", "zsh", "fish")

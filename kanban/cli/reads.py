@@ -7,7 +7,9 @@ library modules load inside the function that needs them (`show` needs none of t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kanban.errors import BoardNotFound
@@ -36,7 +38,7 @@ class Status:
     version: str
     database: str
     database_source: str  # flag | env | project | user
-    config: str
+    config: str  # the file read: $KANBAN_CONFIG, else config.toml beside the database
     config_exists: bool
     board: str | None
     counts: dict[str, int]
@@ -47,12 +49,13 @@ class Status:
     next_fires: list[UpcomingFire]
     sandbox: dict[int, str] = field(default_factory=dict)  # by live dispatcher: bwrap or why not
     journal: str | None = None  # SQLite without WAL: what that costs (None: all is well)
+    config_error: str | None = None  # why the config cannot be used (as `dispatch` says it)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version, "database": self.database,
             "database_source": self.database_source, "config": self.config,
-            "config_exists": self.config_exists,
+            "config_exists": self.config_exists, "config_error": self.config_error,
             "board": self.board, "counts": self.counts, "total": sum(self.counts.values()),
             "paused_globally": self.paused_globally, "paused_boards": self.paused_boards,
             "dispatchers": [dispatcher_json(d) for d in self.dispatchers],
@@ -71,7 +74,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
     boards = kanban.boards()
     if board is not None and board not in {b["name"] for b in boards}:
         raise BoardNotFound(board)
-    config = location.home / "config.toml"
+    config, config_error = _config_in_use(location)
     with kanban.db.read() as conn:
         dispatchers = live_dispatchers(conn, kanban.clock())
         return Status(
@@ -86,7 +89,23 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             next_fires=_next_fires(kanban, board),
             sandbox=sandbox_notes(conn, [d.id for d in dispatchers]),
             journal=kanban.db.journal_warning(),
+            config_error=config_error,
         )
+
+
+def _config_in_use(location: DbLocation) -> tuple[Path, str | None]:
+    """The config file `dispatch` would read, and why it would refuse it (None: it is fine),
+    checked by the same loader."""
+    from kanban.state.config import CONFIG_ENV, resolve_config
+    from kanban.state.errors import ConfigError
+
+    explicit = os.environ.get(CONFIG_ENV)
+    path = Path(explicit).expanduser() if explicit else location.home / "config.toml"
+    try:
+        resolve_config(location.home)
+    except ConfigError as exc:
+        return path, exc.message
+    return path, None
 
 
 def _next_fires(kanban: Kanban, board: str | None) -> list[UpcomingFire]:

@@ -6,8 +6,8 @@ import click
 
 from kanban.cli import output
 from kanban.cli.base import board_filter, command, json_option, open_kanban
-from kanban.cli.listing import STATES
 from kanban.search import MAX_LIMIT
+from kanban.states import STATUS_NAMES as STATES
 
 
 @command()

@@ -22,7 +22,8 @@ from kanban.textsafety import visible
 from kanban.when import age, until
 
 MAIN_COLUMNS = ("todo", "ready", "running", "blocked", "done")
-EXTRA_COLUMNS = ("waiting", "scheduled", "failed", "cancelled")  # shown when not empty
+# shown when not empty
+EXTRA_COLUMNS = ("triage", "review", "waiting", "scheduled", "failed", "cancelled")
 TITLE_LINES = 2
 FINISHED = frozenset({"done", "failed", "cancelled"})
 PIPE_WIDTH = 1_000_000  # piped output is never wrapped
@@ -41,6 +42,8 @@ def cron_name(created_by: str) -> str | None:
 
 def render_board(snapshot: BoardSnapshot) -> RenderableType:
     now = snapshot.at or utcnow()
+    if snapshot.shown:  # `--status`: the columns asked for, side by side
+        return Group(board_header(snapshot), _columns(snapshot, snapshot.statuses, now))
     parts: list[RenderableType] = [board_header(snapshot), _columns(snapshot, MAIN_COLUMNS, now)]
     extra = tuple(s for s in EXTRA_COLUMNS if snapshot.counts.get(s))
     if extra:

@@ -2,25 +2,70 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from kanban.cli import output
 from kanban.cli.base import command, config_of, json_option, location_of, open_kanban
 from kanban.cli.params import card_id_argument
 
+if TYPE_CHECKING:
+    from kanban.workspaces import Workspace
+
 
 @command()
 @card_id_argument()
+@click.option("--remove", is_flag=True,
+              help="Remove the finished card's git worktree (its branch kanban/ID stays).")
 @json_option
 @click.pass_context
-def workspace(ctx: click.Context, card_id: int, as_json: bool) -> None:
-    """Print the directory a card's worker works in (its workspace), and nothing else."""
-    found = open_kanban(ctx).workspace(card_id, location_of(ctx).home,
-                                       config_of(ctx).workspaces())
+def workspace(ctx: click.Context, card_id: int, remove: bool, as_json: bool) -> None:
+    """Print the directory a card's worker works in (its workspace), and nothing else.
+
+    For a git worktree, stderr (and --json) also says whether its branch is merged into
+    the repository's current branch.
+    """
+    home = location_of(ctx).home
+    kanban = open_kanban(ctx)
+    found = kanban.workspace(card_id, home, config_of(ctx).workspaces())
+    if remove:
+        _remove_worktree(ctx, card_id, found)
+        return
+    state = None
+    if found.kind == "worktree" and found.branch is not None:
+        from kanban.errors import KanbanError
+        from kanban.tools.worktree_lifecycle import branch_state
+
+        try:
+            state = branch_state(home, found.branch)
+        except KanbanError as exc:  # the path is still the answer asked for
+            output.note(f"branch {found.branch}: {exc.message}")
     if as_json:
-        output.print_json(found.to_json())
+        output.print_json({**found.to_json(),
+                           "branch_state": state.to_json() if state else None})
+        return
+    output.out(str(found.path))
+    if state is not None:
+        output.note(state.describe())
+
+
+def _remove_worktree(ctx: click.Context, card_id: int, found: Workspace) -> None:
+    from kanban.errors import InvalidTransition
+    from kanban.states import TERMINAL
+    from kanban.tools.worktree_lifecycle import own_checkout, remove_checkout
+
+    if not own_checkout(found, card_id):
+        raise InvalidTransition(f"#{card_id} has no git worktree of its own to remove "
+                                f"(its workspace is {found.kind} at {found.path})")
+    status = open_kanban(ctx).card(card_id).status
+    if status not in TERMINAL:
+        raise InvalidTransition(f"cannot remove #{card_id}'s worktree: it is {status} "
+                                "(finish, cancel or wait for it first)")
+    if remove_checkout(location_of(ctx).home, found.path):
+        output.out(f"removed worktree {found.path} (branch {found.branch} kept)")
     else:
-        output.out(str(found.path))
+        output.out(f"no worktree at {found.path} (branch {found.branch} kept)")
 
 
 @command()

@@ -21,6 +21,7 @@ from kanban.edits import CardEdit
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
 from kanban.state.config import load_config
+from kanban.tools.worktree_lifecycle import require_repository
 from kanban.validation import BOARD_POLICY, MAX_ATTEMPTS_RANGE, PRIORITY_RANGE
 from kanban.web.http import (
     WebBoard,
@@ -59,6 +60,8 @@ def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, s
     board = text_field(data, "board") or web.board
     profile = text_field(data, "profile") or "default"
     chosen = load_config(web.home / "config.toml").profile(profile)  # as `kanban add`
+    if chosen.workspace == "worktree":  # refused now, as `kanban add` refuses it
+        require_repository(web.home)
     timeout = text_field(data, "timeout")
     card = web.kanban.add_card(NewCard(
         title=text_field(data, "title") or "", goal=text_field(data, "goal") or "",

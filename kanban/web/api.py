@@ -8,6 +8,8 @@ GET /api/cards/{id}          = kanban show --json
 GET /api/cards/{id}/log      = kanban log --json
 GET /api/columns/{status}    one column page by page: {board, status, cards, next}; each
                              card also says its activity in words (`doing`)
+GET /api/inbox?board=B       = kanban inbox --json: every card waiting on a person (every
+                             board unless board= is given; also limit)
 GET /api/stats               the live stream's counters (viewers, reads, messages)
 """
 
@@ -23,6 +25,8 @@ from kanban.cards import boards_plan, card_detail_plan
 from kanban.children import TreeTotals, tree_totals_plan
 from kanban.columns import MAX_PAGE, column_plan
 from kanban.errors import ValidationError
+from kanban.inbox import DEFAULT_LIMIT as INBOX_LIMIT
+from kanban.inbox import inbox_plan
 from kanban.queries import board_snapshot_plan, card_page_plan
 from kanban.readmodels import transcript_plan
 from kanban.records import CardDetail
@@ -97,6 +101,13 @@ async def column(request: Request) -> Response:
     return json_response({**page.to_json(), "cards": [card_json(c) for c in page.cards]})
 
 
+async def inbox(request: Request) -> Response:
+    q = request.query_params
+    limit = int_field(q.get("limit", str(INBOX_LIMIT)), "limit", low=1, high=MAX_PAGE)
+    found = await web_of(request).adb.run(inbox_plan(q.get("board") or None, limit=limit))
+    return json_response(found.to_json())
+
+
 async def stats(request: Request) -> Response:
     """What the live board costs: viewers connected, change reads, messages, queries."""
     web = web_of(request)
@@ -124,5 +135,6 @@ ROUTES = [
     Route("/api/cards/{card_id}", card),
     Route("/api/cards/{card_id}/log", card_log),
     Route("/api/columns/{status}", column),
+    Route("/api/inbox", inbox),
     Route("/api/stats", stats),
 ]

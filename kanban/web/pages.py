@@ -20,6 +20,7 @@ from kanban.approvals import ApprovalRecord, for_card_plan
 from kanban.cards import boards_plan, card_detail_plan
 from kanban.columns import BoardCard, column_plan
 from kanban.errors import ConfigError, ValidationError
+from kanban.inbox import inbox_plan
 from kanban.queries import BOARD_ORDER, board_snapshot_plan
 from kanban.readmodels import ChildNode, Transcript, child_tree_plan, transcript_plan
 from kanban.records import CardDetail
@@ -95,6 +96,14 @@ async def column_page(request: Request) -> Response:
                 title=f"{status} · {f.board} · kanban")
 
 
+async def inbox_page(request: Request) -> Response:
+    """Every card waiting on a person, with the forms that answer each (`kanban inbox`)."""
+    web = web_of(request)
+    found = await web.adb.run(inbox_plan(request.query_params.get("board") or None))
+    return page(request, "inbox.html", inbox=found, now=web.kanban.clock(),
+                title="inbox · kanban")
+
+
 @dataclass(frozen=True)
 class Drawer:
     """Everything the card drawer shows."""
@@ -163,6 +172,7 @@ def _profiles(request: Request) -> list[str]:
 ROUTES = [
     Route("/", board_page),
     Route("/columns/{status}", column_page),
+    Route("/inbox", inbox_page),
     Route("/cards/{card_id}", card_page),
     Route("/static/{name}", static_file),
 ]

@@ -11,7 +11,7 @@ import markupsafe
 
 from kanban.activity import describe, money
 from kanban.columns import BoardCard
-from kanban.states import TERMINAL
+from kanban.states import STATUS_NAMES, TERMINAL
 from kanban.textsafety import visible
 from kanban.when import age
 
@@ -73,5 +73,6 @@ def make_templates() -> jinja2.Environment:
     env.filters["thousands"] = lambda n: f"{n:,}" if n is not None else ""
     env.filters["money"] = money
     env.globals.update(clip=clip, tool_calls=tool_calls, event_details=event_details,
-                       finished=lambda status: status in TERMINAL, describe=describe)
+                       finished=lambda status: status in TERMINAL, describe=describe,
+                       status_names=STATUS_NAMES)
     return env

@@ -4,6 +4,7 @@ is touched, and the freed pages go back to the file system."""
 from __future__ import annotations
 
 import os
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from kanban import claims, gc
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state.store import Database
+from kanban.tools import worktree
+from kanban.tools.worktree_lifecycle import remove_checkout
 from kanban.transitions import Actor
 from kanban.workspaces import scratch_dir
 from tests.support.db import STORES, FakeClock, open_sqlite
@@ -117,3 +120,39 @@ def test_gc_on_every_store(kb: Kanban, db: Database, clock: FakeClock, tmp_path:
             "archived"]
         assert conn.scalar("SELECT sum(n) FROM card_count WHERE board = 'default' AND "
                            "status = 'done'") == 1
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def test_gc_removes_a_worktree_and_keeps_its_branch(tmp_path: Path) -> None:
+    """Issue 29: a worktree card's checkout leaves `git worktree list` when gc prunes it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "README").write_text("hi\n")
+    git("add", ".", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v1", cwd=repo)
+    home = repo / ".kanban"
+    db = open_sqlite(home / "kanban.db")
+    clock = FakeClock()
+    kb = Kanban(db, clock=clock)
+    try:
+        card = kb.add_card(NewCard("in a worktree", workspace="worktree"))
+        claim = kb.claim(1, lease_s=30)[0]
+        ws = kb.workspace(card.id, home)
+        worktree.prepare(ws, home)
+        (ws.path / "feature.txt").write_text("new\n")
+        worktree.finish(ws, "kanban #1")
+        kb.complete(card.id, "done", actor=Actor("worker", claim.claim_token))
+        clock.advance(40 * 86400)
+        report = gc.collect(db, home, older_than=timedelta(days=30), now=clock.now,
+                            remove_worktree=lambda path: remove_checkout(home, path))
+        assert (report.archived, report.worktrees) == (1, 1)
+        assert not ws.path.exists()
+        assert str(ws.path) not in git("worktree", "list", cwd=repo)
+        assert git("show", f"{ws.branch}:feature.txt", cwd=repo) == "new\n"
+    finally:
+        db.dispose()

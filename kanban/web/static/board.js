@@ -64,7 +64,9 @@
     try {
       const result = await post(form);
       form.reset();
-      if (body.dataset.page === "card") { location.reload(); return; }
+      if (body.dataset.page === "card" || body.dataset.page === "inbox") {
+        location.reload(); return;
+      }
       say(form.id === "add-card" && result.id ? "added #" + result.id : "done");
       if (drawer.openId && drawer.contains(form)) loadDrawer(drawer.openId);
     } catch (error) {

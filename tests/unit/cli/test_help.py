@@ -16,7 +16,7 @@ from kanban.cli.commands import COMMANDS
 
 EXPECTED = {"init", "add", "edit", "board", "list", "show", "log", "comment", "link", "unlink",
             "block", "unblock", "complete", "cancel", "retry", "archive", "pause", "resume",
-            "status", "dispatch", "workers", "run", "completion", "boards", "boards list",
+            "status", "dispatch", "workers", "run", "completion", "inbox", "boards", "boards list",
             "boards create", "cron", "cron add", "cron list"}
 
 
