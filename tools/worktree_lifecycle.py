@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kanban.tools.worktree import WorktreeError, git, repository_of
+from kanban.tools.gitsafe import Git, GitError
+from kanban.tools.worktree import RECORDS, WorktreeError, repository_of
 from kanban.workspaces import WORKTREE, Workspace
 
 
@@ -43,19 +45,19 @@ class BranchState:
 def require_repository(home: Path) -> Path:
     """The repository a worktree card of this board would branch from (WorktreeError when
     the board's folder is in none): checked when the card is added, not when it is claimed."""
-    return repository_of(home)
+    return repository_of(home).cwd
 
 
 def branch_state(home: Path, branch: str) -> BranchState:
-    repo = repository_of(home)
-    current = git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo, check=False)
+    git = repository_of(home)
+    current = _run(git, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     into = current.stdout.strip() if current.returncode == 0 else "HEAD"
     ref = f"refs/heads/{branch}"
-    if git("rev-parse", "--verify", "--quiet", ref, cwd=repo, check=False).returncode != 0:
+    if _run(git, "rev-parse", "--verify", "--quiet", ref, check=False).returncode != 0:
         return BranchState(branch, False, into)
-    merged = git("merge-base", "--is-ancestor", ref, "HEAD", cwd=repo,
-                 check=False).returncode == 0
-    ahead = int(git("rev-list", "--count", f"HEAD..{ref}", cwd=repo).stdout.strip() or 0)
+    merged = _run(git, "merge-base", "--is-ancestor", ref, "HEAD",
+                  check=False).returncode == 0
+    ahead = int(_run(git, "rev-list", "--count", f"HEAD..{ref}").stdout.strip() or 0)
     return BranchState(branch, True, into, merged, ahead)
 
 
@@ -66,20 +68,22 @@ def own_checkout(ws: Workspace, card_id: int) -> bool:
 
 def remove_checkout(home: Path, path: Path) -> bool:
     """Remove the worktree checked out at `path` (under the board's workspaces folder) from
-    the board's repository, deleting its files; its branch stays. False: nothing there."""
+    the board's repository, deleting its files, and the dispatcher's record of it; its
+    branch stays. False: nothing there."""
     path = _inside_workspaces(home, path)
+    (home / RECORDS / path.parent.name / f"{path.name}.json").unlink(missing_ok=True)
+    git = repository_of(home)
     if not path.exists():
-        _prune(home)
+        _run(git, "worktree", "prune", check=False)
         return False
-    repo = repository_of(home)
-    if not _registered(repo, path):
-        raise WorktreeError(f"{path} is not a worktree of {repo}; left as it is")
-    removed = git("worktree", "remove", "--force", str(path), cwd=repo, check=False)
+    if not _registered(git, path):
+        raise WorktreeError(f"{path} is not a worktree of {git.cwd}; left as it is")
+    removed = _run(git, "worktree", "remove", "--force", str(path), check=False)
     if removed.returncode != 0 and path.is_dir() and not path.is_symlink():
         # git refuses a checkout whose .git file was changed: the path is ours, so its files
         # go (rmtree follows no symlink), and git forgets the worktree.
         shutil.rmtree(path)
-        _prune(home)
+        _run(git, "worktree", "prune", check=False)
     return True
 
 
@@ -92,11 +96,15 @@ def _inside_workspaces(home: Path, path: Path) -> Path:
     return parent / path.name
 
 
-def _registered(repo: Path, path: Path) -> bool:
-    listed = git("worktree", "list", "--porcelain", cwd=repo).stdout.splitlines()
+def _registered(git: Git, path: Path) -> bool:
+    listed = _run(git, "worktree", "list", "--porcelain").stdout.splitlines()
     paths = {line.removeprefix("worktree ") for line in listed if line.startswith("worktree ")}
     return str(path) in {os.path.realpath(p) for p in paths}
 
 
-def _prune(home: Path) -> None:
-    git("worktree", "prune", cwd=repository_of(home), check=False)
+def _run(git: Git, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Hardened git on the board's repository; its failures as WorktreeError."""
+    try:
+        return git.run(*args, check=check)
+    except GitError as exc:
+        raise WorktreeError(exc.message) from None

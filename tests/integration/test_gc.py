@@ -143,7 +143,7 @@ def test_gc_removes_a_worktree_and_keeps_its_branch(tmp_path: Path) -> None:
         card = kb.add_card(NewCard("in a worktree", workspace="worktree"))
         claim = kb.claim(1, lease_s=30)[0]
         ws = kb.workspace(card.id, home)
-        worktree.prepare(ws, home)
+        ws = worktree.prepare(ws, home)
         (ws.path / "feature.txt").write_text("new\n")
         worktree.finish(ws, "kanban #1")
         kb.complete(card.id, "done", actor=Actor("worker", claim.claim_token))

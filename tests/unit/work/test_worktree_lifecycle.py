@@ -33,7 +33,7 @@ def repo_with_board(tmp_path: Path) -> tuple[Path, Path]:
 def checked_out(home: Path, card_id: int, change: str | None = None) -> Workspace:
     ws = Workspace(card_id, "worktree", home / "workspaces" / "default" / str(card_id),
                    f"kanban/{card_id}")
-    worktree.prepare(ws, home)
+    ws = worktree.prepare(ws, home)
     if change is not None:
         (ws.path / change).write_text("new\n")
         worktree.finish(ws, f"kanban #{card_id}")
