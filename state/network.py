@@ -51,7 +51,7 @@ def _address(text: str) -> str | None:
 
 def pattern_problem(pattern: str) -> str | None:
     """Why `pattern` is not a host pattern, or None."""
-    if ":" in pattern and _address(pattern.strip("[]")) is None:
+    if re.fullmatch(r"[^:\[\]]+:[0-9]+", pattern):
         return "a port is not part of a pattern (every port of an allowed host is reachable)"
     name = pattern[2:] if pattern.startswith("*.") else pattern
     if _address(name.strip("[]")) is not None:
@@ -147,6 +147,11 @@ class HostList:
                 f"({', '.join(self.patterns[:20])}); refused")
 
     def pinned(self, host: str) -> str | None:
-        """The address `host` is pinned to by `network_hosts`, or None (use DNS)."""
+        """The address the profile itself gives for `host` (a `network_hosts` pin, or a
+        listed address), or None: use DNS."""
         key = host_key(host)
-        return None if key is None else self.pins.get(key)
+        if key is None:
+            return None
+        if _address(key) is not None and key in self.patterns:
+            return key
+        return self.pins.get(key)

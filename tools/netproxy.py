@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from kanban.state.config import WebSettings
-from kanban.state.network import HostList, host_key
+from kanban.state.network import HostList
 from kanban.tools.fetch import refusal as address_refusal
 
 MAX_HEAD_BYTES = 16_384  # a request line and its headers
@@ -134,9 +134,8 @@ class NetProxy:
 
     def _addresses(self, host: str, port: int) -> list[str]:
         pinned = self.hosts.pinned(host)
-        key = host_key(host) or host
-        if pinned is not None or key in self.hosts.patterns:  # the profile's own word
-            return [pinned or key]
+        if pinned is not None:  # the profile's own word
+            return [pinned]
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:

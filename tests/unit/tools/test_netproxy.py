@@ -1,0 +1,113 @@
+"""The worker's proxy for a card's network list, spoken to directly on its Unix socket: what
+it forwards, and the request lines it refuses before any lookup or connect."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kanban.state.config import Profile, WebSettings
+from kanban.state.network import HostList
+from kanban.tools.netbridge import ProxiedRunner
+from kanban.tools.netproxy import MAX_HEAD_BYTES, NetProxy
+from kanban.tools.runner import PlainRunner
+from kanban.worker.sandboxing import choose_runner
+from tests.support.sandbox import REACHED, loopback_server
+
+PINS = {"allowed.test": "127.0.0.1", "denied.test": "127.0.0.1"}
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    with loopback_server() as url:
+        yield int(url.rsplit(":", 1)[1].strip("/"))
+
+
+@pytest.fixture
+def proxy() -> Iterator[NetProxy]:
+    started = NetProxy(HostList(("allowed.test", "localhost"), PINS), WebSettings())
+    started.start()
+    yield started
+    started.stop()
+    assert not started.folder.exists()
+
+
+def ask(proxy: NetProxy, request: bytes) -> str:
+    """Send `request` raw on the proxy's socket; everything it answers, as text."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(str(proxy.socket_path))
+        conn.sendall(request)
+        conn.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("latin-1")
+
+
+def test_a_listed_host_is_reached_by_absolute_url_and_by_connect(proxy: NetProxy,
+                                                                   port: int) -> None:
+    plain = ask(proxy, f"GET http://allowed.test:{port}/x HTTP/1.1\r\nHost: allowed.test\r\n"
+                       "Proxy-Connection: keep-alive\r\n\r\n".encode())
+    assert plain.startswith("HTTP/1.0 200") and plain.endswith(REACHED), plain
+    tunnel = ask(proxy, f"CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n"
+                        f"GET / HTTP/1.0\r\nHost: allowed.test\r\n\r\n".encode())
+    assert tunnel.startswith("HTTP/1.1 200 Connection established") and REACHED in tunnel
+
+
+@pytest.mark.parametrize("line", [
+    "GET http://denied.test:{port}/ HTTP/1.1",
+    "CONNECT denied.test:{port} HTTP/1.1",
+    "CONNECT 127.0.0.1:{port} HTTP/1.1",  # only the name is listed, not its address
+    "CONNECT allowed.test.evil.test:{port} HTTP/1.1",
+    "CONNECT evil.test#allowed.test:{port} HTTP/1.1",
+    "CONNECT allowed.test@denied.test:{port} HTTP/1.1",
+    "GET http://allowed.test@denied.test:{port}/ HTTP/1.1",
+    "GET http://denied.test#@allowed.test:{port}/ HTTP/1.1",
+    "CONNECT [::ffff:127.0.0.1]:{port} HTTP/1.1",
+])
+def test_a_host_off_the_list_gets_a_403_naming_the_list(proxy: NetProxy, port: int,
+                                                        line: str) -> None:
+    answer = ask(proxy, (line.format(port=port) + "\r\nHost: allowed.test\r\n\r\n").encode())
+    status, _, body = answer.partition("\r\n\r\n")
+    assert status.startswith("HTTP/1.1 403 host ") and "not in this card's network list" \
+        in status, answer
+    assert body.startswith("kanban proxy: host ") and "(allowed.test, localhost)" in body
+    assert REACHED not in answer
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"GET http://allowed.test:{port}/ HTTP/1.1\r\nX: " + b"a" * (2 * MAX_HEAD_BYTES)
+     + b"\r\n\r\n", "431"),
+    (b"GET http://allowed.test:{port}@denied.test/ HTTP/1.1\r\n\r\n", "400"),
+    (b"GET /relative HTTP/1.1\r\n\r\n", "400"),
+    (b"CONNECT allowed.test HTTP/1.1\r\n\r\n", "400"),
+    (b"CONNECT allowed.test:99999 HTTP/1.1\r\n\r\n", "400"),
+    (b"GET https://allowed.test:{port}/ HTTP/1.1\r\n\r\n", "400"),
+    (b"NONSENSE\r\n\r\n", "400"),
+    (b"GET http://allowed.test:{port}/ HTTP/1.1\r\n", "400"),  # the head never ends
+])
+def test_malformed_or_oversized_heads_are_refused(proxy: NetProxy, port: int,
+                                                  request_bytes: bytes, status: str) -> None:
+    answer = ask(proxy, request_bytes.replace(b"{port}", str(port).encode()))
+    assert answer.startswith(f"HTTP/1.1 {status} "), answer[:200]
+    assert REACHED not in answer
+
+
+def test_a_listed_name_that_dns_points_at_loopback_is_refused(proxy: NetProxy,
+                                                              port: int) -> None:
+    answer = ask(proxy, f"CONNECT localhost:{port} HTTP/1.1\r\n\r\n".encode())
+    assert answer.startswith("HTTP/1.1 403 localhost resolves to "), answer
+    assert "loopback" in answer and REACHED not in answer
+
+
+def test_without_a_sandbox_the_list_is_pointed_at_but_not_enforced(tmp_path: Path) -> None:
+    profile = Profile(name="p", sandbox="off", network=("pypi.org",))
+    choice = choose_runner(PlainRunner(), profile, network=profile.network,
+                           workspace=tmp_path, home=tmp_path / "home")
+    assert isinstance(choice.runner, ProxiedRunner)
+    assert "network list (pypi.org) is not enforced" in choice.note
+    choice.runner.close()
