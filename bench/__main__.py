@@ -17,6 +17,7 @@ from bench import (
     daily,
     latency,
     memory,
+    netproxy,
     postgres,
     recovery,
     resume,
@@ -40,6 +41,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "web": web.run,
     "daily": daily.run,
     "tools": tools.run,
+    "netproxy": netproxy.run,  # a command's GET through a card's network-list proxy
     "scale": scale.run,  # a million cards against 10,000
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server

@@ -22,7 +22,7 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "http
                    "all_proxy")
 # Self-contained: it runs under `python -I -S` inside the sandbox, imports nothing of ours.
 BRIDGE = r"""
-import os, socket, sys, threading
+import ctypes, os, signal, socket, sys, threading
 path, argv = sys.argv[1], sys.argv[2:]
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
@@ -31,9 +31,16 @@ url = "http://127.0.0.1:%d" % listener.getsockname()[1]
 for name in __NAMES__:
     os.environ[name] = url
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = ""
+bridge = os.getpid()
 pid = os.fork()
 if pid == 0:
     listener.close()
+    try:  # the command dies with its bridge, even a bridge killed outright
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != bridge:  # it died before the line above
+        os._exit(137)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
@@ -73,6 +80,8 @@ def accept():
         conn, _ = listener.accept()
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(number, lambda number, frame: os.kill(pid, number))
 threading.Thread(target=accept, daemon=True).start()
 code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 os._exit(code if code >= 0 else 128 - code)

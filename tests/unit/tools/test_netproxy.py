@@ -3,7 +3,9 @@ it forwards, and the request lines it refuses before any lookup or connect."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,10 +13,11 @@ import pytest
 
 from kanban.state.config import Profile, WebSettings
 from kanban.state.network import HostList
-from kanban.tools.netbridge import ProxiedRunner
+from kanban.tools.netbridge import ProxiedRunner, bridge_argv
 from kanban.tools.netproxy import MAX_HEAD_BYTES, NetProxy
-from kanban.tools.runner import PlainRunner
+from kanban.tools.runner import CommandSpec, PlainRunner
 from kanban.worker.sandboxing import choose_runner
+from tests.support.procs import wait_until
 from tests.support.sandbox import REACHED, loopback_server
 
 PINS = {"allowed.test": "127.0.0.1", "denied.test": "127.0.0.1"}
@@ -111,3 +114,41 @@ def test_without_a_sandbox_the_list_is_pointed_at_but_not_enforced(tmp_path: Pat
     assert isinstance(choice.runner, ProxiedRunner)
     assert "network list (pypi.org) is not enforced" in choice.note
     choice.runner.close()
+
+
+def test_a_plain_command_is_steered_through_the_bridge_with_its_exit_status(
+        tmp_path: Path, port: int) -> None:
+    profile = Profile(name="p", sandbox="off", network=("allowed.test",),
+                      network_hosts={"allowed.test": "127.0.0.1"})
+    runner = choose_runner(PlainRunner(), profile, network=profile.network,
+                           workspace=tmp_path, home=tmp_path / "home").runner
+    assert isinstance(runner, ProxiedRunner)
+    try:
+        fetch = (f"curl -sS --max-time 5 http://allowed.test:{port}/; echo; "
+                 f"curl -sS --max-time 5 http://denied.test:{port}/; exit 3")
+        result = runner.run(CommandSpec.shell(fetch, cwd=tmp_path, env=dict(os.environ),
+                                              timeout_s=30, output_path=tmp_path / "out"))
+        output = result.output_path.read_text()
+        assert result.exit_code == 3, output
+        assert REACHED in output and "host 'denied.test' is not in" in output, output
+    finally:
+        runner.close()
+
+
+def test_the_commands_child_dies_with_a_killed_bridge(tmp_path: Path) -> None:
+    bridge = subprocess.Popen(bridge_argv(tmp_path / "none.sock", ["sh", "-c", "echo $$; "
+                                                                   "exec sleep 300"]),
+                              stdout=subprocess.PIPE, text=True)
+    assert bridge.stdout is not None
+    with bridge.stdout:
+        child = int(bridge.stdout.readline())
+    bridge.kill()
+    bridge.wait()
+    wait_until(lambda: _gone(child), timeout=10, what="the command dies with its bridge")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
