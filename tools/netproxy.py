@@ -13,6 +13,7 @@ listed addresses are the profile's own word and pass. Heads are bounded, and so 
 from __future__ import annotations
 
 import contextlib
+import re
 import select
 import shutil
 import socket
@@ -30,6 +31,7 @@ HEAD_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 300.0  # a tunnel with no bytes either way for this long is closed
 _CHUNK = 65_536
+_PORT = re.compile(r"[0-9]{1,5}")
 _HOP_HEADERS = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")
 
 
@@ -82,25 +84,28 @@ class NetProxy:
             if not self._slots.acquire(blocking=False):
                 _answer(conn, Refused(503, "the proxy has too many open connections"))
                 conn.close()
-                continue
+                continue  # (the answer is short: it fits the socket's buffer)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            conn.settimeout(HEAD_TIMEOUT_S)
+            self._handle(conn)
+        except OSError:
+            pass  # either side went away
+        finally:
+            conn.close()
+            self._slots.release()
+
+    def _handle(self, conn: socket.socket) -> None:
+        conn.settimeout(HEAD_TIMEOUT_S)
+        try:
             head, rest = _read_head(conn)
             method, host, port, upstream_head = _parse(head)
             upstream = self._connect(host, port)
         except Refused as refused:
             _answer(conn, refused)
-            conn.close()
-            self._slots.release()
             return
-        except OSError:
-            conn.close()
-            self._slots.release()
-            return
-        try:
+        with upstream:
             conn.settimeout(IDLE_TIMEOUT_S)
             if method == "CONNECT":
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -109,12 +114,6 @@ class NetProxy:
             if rest:
                 upstream.sendall(rest)
             splice(conn, upstream)
-        except OSError:
-            pass
-        finally:
-            upstream.close()
-            conn.close()
-            self._slots.release()
 
     def _connect(self, host: str, port: int) -> socket.socket:
         """A connection to an allowed `host`; Refused when it is not on the list or leads
@@ -198,7 +197,7 @@ def _authority(text: str, default: int | None) -> tuple[str, int]:
         host, _, port_text = text.rpartition(":")
     if not port_text and default is not None:
         return host, default
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536 or len(port_text) > 5:
+    if not _PORT.fullmatch(port_text) or not 0 < int(port_text) < 65536:
         raise Refused(400, f"bad port in {text[:100]!r}")
     return host, int(port_text)
 

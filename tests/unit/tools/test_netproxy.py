@@ -89,6 +89,7 @@ def test_a_host_off_the_list_gets_a_403_naming_the_list(proxy: NetProxy, port: i
     (b"GET /relative HTTP/1.1\r\n\r\n", "400"),
     (b"CONNECT allowed.test HTTP/1.1\r\n\r\n", "400"),
     (b"CONNECT allowed.test:99999 HTTP/1.1\r\n\r\n", "400"),
+    ("CONNECT allowed.test:8\u00b2 HTTP/1.1\r\n\r\n".encode("latin-1"), "400"),
     (b"GET https://allowed.test:{port}/ HTTP/1.1\r\n\r\n", "400"),
     (b"NONSENSE\r\n\r\n", "400"),
     (b"GET http://allowed.test:{port}/ HTTP/1.1\r\n", "400"),  # the head never ends
