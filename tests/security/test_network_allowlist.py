@@ -5,6 +5,7 @@ confuse it; its web_fetch tries the same. Both names are pinned to one local ser
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.security.conftest import Attack
+from tests.support.procs import query
 
 REACHED = "allowlist-server-reached"
 REFUSED = "not in this card's network list (allowed.test)"
@@ -112,6 +114,11 @@ def test_commands_reach_the_listed_host_through_the_proxy_and_nothing_else(
     assert "rc=1" in raw and ("refused" in raw or "unreachable" in raw), raw
     assert "CONNECT tunnel failed, response 403" in https and "rc=56" in https, https
     assert sorted(server.paths) == ["/curl", "/urllib"]
+    notes = [json.loads(data)["note"] for (data,) in query(
+        attack.board.path, "SELECT data FROM event WHERE card_id = ? AND kind = 'sandbox'",
+        card)]
+    assert notes == ["sandbox: bwrap, network only to allowed.test through the worker's "
+                     "proxy"]
     attack.assert_contained()
 
 
