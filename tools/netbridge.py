@@ -10,6 +10,7 @@ stops it from connecting directly (the run's sandbox note says so).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -80,18 +81,27 @@ def accept():
         conn, _ = listener.accept()
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
+def forward(number, frame):
+    try:
+        os.kill(pid, number)
+    except OSError:
+        pass
+
 for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(number, lambda number, frame: os.kill(pid, number))
+    signal.signal(number, forward)
 threading.Thread(target=accept, daemon=True).start()
 code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 os._exit(code if code >= 0 else 128 - code)
 """.replace("__NAMES__", repr(PROXY_VARIABLES))
 
 
-def bridge_argv(socket_path: Path, argv: Sequence[str],
-                python: str = sys.executable) -> list[str]:
-    """`argv` started under the bridge to the proxy listening on `socket_path`."""
-    return [python, "-I", "-S", "-c", BRIDGE, str(socket_path), *argv]
+def bridge_argv(socket_path: Path, argv: Sequence[str], python: str | None = None
+                ) -> list[str]:
+    """`argv` started under the bridge to the proxy listening on `socket_path`; the
+    interpreter is the worker's own, resolved past any venv (the bridge needs only the
+    standard library: `sys.base_prefix` must be readable in the sandbox)."""
+    return [python or os.path.realpath(sys.executable), "-I", "-S", "-c", BRIDGE,
+            str(socket_path), *argv]
 
 
 class ProxiedRunner:
