@@ -146,6 +146,11 @@ def test_hostile_request_lines_reach_nothing_but_the_listed_host(
     card, seen = attack.run([
         ("write_file", {"path": "probe.py", "content": PROBE}),
         ("terminal", {"command": f"python3 probe.py {server.port}"}),
+        ("terminal", {"command": "for f in /tmp/kanban-net-*/proxy.sock; do echo found $f; "
+                                 "rm -f $f; echo rm=$?; touch $(dirname $f)/planted; "
+                                 "echo touch=$?; done"}),
+        ("terminal", {"command": f"curl -sS --max-time 5 http://allowed.test:{server.port}"
+                                 "/after"}),
     ])
     assert attack.card(card)[0] == "done", attack.card(card)
     answers = dict(line.split(" => ", 1) for line in seen[1].splitlines() if " => " in line)
@@ -156,4 +161,7 @@ def test_hostile_request_lines_reach_nothing_but_the_listed_host(
         assert answers[name].startswith("HTTP/1.1 403 host "), (name, answers[name])
     assert answers["url-port"].startswith("HTTP/1.1 400 bad port"), answers["url-port"]
     assert "431" in answers["huge"] or "<" in answers["huge"], answers["huge"]
-    assert server.paths == ["/control"]
+    swap = seen[2]
+    assert "found /tmp/kanban-net-" in swap and "rm=1" in swap and "touch=1" in swap, swap
+    assert REACHED in seen[3], seen[3]  # the proxy's socket is still the proxy's
+    assert server.paths == ["/control", "/after"]
