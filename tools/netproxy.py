@@ -213,17 +213,21 @@ def _answer(conn: socket.socket, refused: Refused) -> None:
 
 def splice(a: socket.socket, b: socket.socket) -> None:
     """Bytes both ways until both sides have finished or nothing moves for a while."""
-    open_ends = {a: b, b: a}
+    open_ends = {a.fileno(): (a, b), b.fileno(): (b, a)}
+    poller = select.poll()  # not select(): a worker may hold descriptors past 1024
+    for fd in open_ends:
+        poller.register(fd, select.POLLIN)
     while open_ends:
-        ready, _, _ = select.select(list(open_ends), [], [], IDLE_TIMEOUT_S)
+        ready = poller.poll(IDLE_TIMEOUT_S * 1000)
         if not ready:
             return
-        for source in ready:
+        for fd, _ in ready:
+            source, target = open_ends[fd]
             data = source.recv(_CHUNK)
-            target = open_ends[source]
             if data:
                 target.sendall(data)
                 continue
-            del open_ends[source]
+            poller.unregister(fd)
+            del open_ends[fd]
             with contextlib.suppress(OSError):
                 target.shutdown(socket.SHUT_WR)
