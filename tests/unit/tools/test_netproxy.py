@@ -16,6 +16,7 @@ from kanban.state.network import HostList
 from kanban.tools.netbridge import ProxiedRunner, bridge_argv
 from kanban.tools.netproxy import MAX_HEAD_BYTES, NetProxy
 from kanban.tools.runner import CommandSpec, PlainRunner
+from kanban.tools.sandbox import SandboxPolicy
 from kanban.worker.sandboxing import choose_runner
 from tests.support.procs import wait_until
 from tests.support.sandbox import REACHED, loopback_server
@@ -153,3 +154,13 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_a_listed_network_unshares_the_net_and_binds_only_the_proxys_folder() -> None:
+    socket_path = Path("/tmp/kanban-net-x/proxy.sock")
+    argv = SandboxPolicy(writable=(Path("/w"),), network=False,
+                         proxy_socket=socket_path).wrap(["true"], Path("/w"))
+    assert "--unshare-net" in argv
+    bind = argv.index("--ro-bind", argv.index("/tmp"))
+    assert argv[bind:bind + 3] == ["--ro-bind", "/tmp/kanban-net-x", "/tmp/kanban-net-x"]
+    assert argv.index("--tmpfs") < bind  # the private /tmp first, the folder on top of it
