@@ -82,6 +82,8 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
     finally:
         os.killpg(bridge.pid, signal.SIGKILL)
         bridge.wait()
+        if bridge.stdout is not None:
+            bridge.stdout.close()
         proxy.stop()
         server.shutdown()
         server.server_close()
