@@ -21,11 +21,14 @@ from kanban.tools.runner import CommandResult, CommandSpec, Runner
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
                    "all_proxy")
-# Self-contained: it runs under `python -I -S` inside the sandbox, imports nothing of ours.
+# Self-contained: it runs under `python -I -S` inside the sandbox and imports nothing of
+# ours, and only built-in modules (`socket`, `signal`, `threading` would import enum and
+# more: tens of milliseconds per command). argv: socket path, "1" to tie the command's life
+# to the bridge's (outside bwrap, whose PID namespace does that already), the command.
 BRIDGE = r"""
-import ctypes, os, signal, socket, sys, threading
-path, argv = sys.argv[1], sys.argv[2:]
-listener = socket.socket()
+import os, sys, _signal, _socket, _thread
+path, tie, argv = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
 listener.bind(("127.0.0.1", 0))
 listener.listen(64)
 url = "http://127.0.0.1:%d" % listener.getsockname()[1]
@@ -36,19 +39,26 @@ bridge = os.getpid()
 pid = os.fork()
 if pid == 0:
     listener.close()
-    try:  # the command dies with its bridge, even a bridge killed outright
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != bridge:  # it died before the line above
-        os._exit(137)
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as exc:
-        sys.stderr.write("%s: %s\n" % (argv[0], exc.strerror))
-        os._exit(127)
+    if tie:
+        try:  # the command dies with its bridge, even a bridge killed outright
+            import ctypes
+            ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        except (ImportError, OSError, AttributeError):
+            pass
+        if os.getppid() != bridge:  # it died before the line above
+            os._exit(137)
+    # os.execvp's PATH search imports warnings (milliseconds): search PATH here instead
+    folders = [""] if "/" in argv[0] else os.environ.get("PATH", os.defpath).split(":")
+    error = None
+    for folder in folders:
+        try:
+            os.execv(os.path.join(folder, argv[0]) if folder else argv[0], argv)
+        except OSError as exc:
+            error = error if exc.errno == 2 and error else exc
+    sys.stderr.write("%s: %s\n" % (argv[0], error.strerror))
+    os._exit(127)
 
-def pump(source, target):
+def pump(source, target, done):
     try:
         while True:
             data = source.recv(65536)
@@ -58,28 +68,32 @@ def pump(source, target):
     except OSError:
         pass
     try:
-        target.shutdown(socket.SHUT_WR)
+        target.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
+    if done is not None:
+        done.release()
 
-def serve(conn):
-    upstream = socket.socket(socket.AF_UNIX)
+def serve(fd):
+    conn = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, fd)
+    upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(path)
     except OSError:
         conn.close()
         return
-    back = threading.Thread(target=pump, args=(upstream, conn), daemon=True)
-    back.start()
-    pump(conn, upstream)
-    back.join()
+    done = _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(pump, (upstream, conn, done))
+    pump(conn, upstream, None)
+    done.acquire()
     conn.close()
     upstream.close()
 
 def accept():
     while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        fd, _ = listener._accept()
+        _thread.start_new_thread(serve, (fd,))
 
 def forward(number, frame):
     try:
@@ -87,21 +101,21 @@ def forward(number, frame):
     except OSError:
         pass
 
-for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(number, forward)
-threading.Thread(target=accept, daemon=True).start()
+for number in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+    _signal.signal(number, forward)
+_thread.start_new_thread(accept, ())
 code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 os._exit(code if code >= 0 else 128 - code)
 """.replace("__NAMES__", repr(PROXY_VARIABLES))
 
 
-def bridge_argv(socket_path: Path, argv: Sequence[str], python: str | None = None
-                ) -> list[str]:
-    """`argv` started under the bridge to the proxy listening on `socket_path`; the
-    interpreter is the worker's own, resolved past any venv (the bridge needs only the
-    standard library: `sys.base_prefix` must be readable in the sandbox)."""
+def bridge_argv(socket_path: Path, argv: Sequence[str], *, tie: bool = True,
+                python: str | None = None) -> list[str]:
+    """`argv` started under the bridge to the proxy listening on `socket_path` (`tie`:
+    the command gets SIGKILL if the bridge dies). The interpreter is the worker's own,
+    resolved past any venv: `sys.base_prefix` must be readable in the sandbox."""
     return [python or os.path.realpath(sys.executable), "-I", "-S", "-c", BRIDGE,
-            str(socket_path), *argv]
+            str(socket_path), "1" if tie else "0", *argv]
 
 
 class ProxiedRunner:
@@ -115,12 +129,15 @@ class ProxiedRunner:
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         self.proxy.start()
-        return self.inner.wrap(bridge_argv(self.proxy.socket_path, argv), cwd)
+        return self.inner.wrap(self._bridged(argv), cwd)
 
     def run(self, spec: CommandSpec) -> CommandResult:
         self.proxy.start()
-        return self.inner.run(replace(spec, argv=tuple(
-            bridge_argv(self.proxy.socket_path, spec.argv))))
+        return self.inner.run(replace(spec, argv=tuple(self._bridged(spec.argv))))
+
+    def _bridged(self, argv: Sequence[str]) -> list[str]:
+        # In bwrap's PID namespace the command dies with the bridge anyway.
+        return bridge_argv(self.proxy.socket_path, argv, tie=self.inner.name != "bwrap")
 
     def cancel_all(self) -> None:
         self.inner.cancel_all()
