@@ -6,9 +6,11 @@ confuse it; its web_fetch tries the same. Both names are pinned to one local ser
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +167,12 @@ def test_hostile_request_lines_reach_nothing_but_the_listed_host(
     assert "found /tmp/kanban-net-" in swap and "rm=1" in swap and "touch=1" in swap, swap
     assert REACHED in seen[3], seen[3]  # the proxy's socket is still the proxy's
     assert server.paths == ["/control", "/after"]
+
+
+def test_a_stdio_mcp_server_starts_under_the_bridge(attack: Attack, sandboxed: None) -> None:
+    server = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
+    attack.configure(PROFILE.replace('"file"]', '"file", "mcp:test"]'),
+                     f'[mcp.test]\ncommand = "{sys.executable}"\nargs = ["{server}"]\n')
+    card, seen = attack.run([("test__echo", {"text": "through the bridge"})])
+    assert attack.card(card)[0] == "done", attack.card(card)
+    assert seen == ["echo: through the bridge"], seen
