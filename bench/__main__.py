@@ -18,6 +18,7 @@ from bench import (
     idle,
     latency,
     memory,
+    netproxy,
     postgres,
     recovery,
     resume,
@@ -41,6 +42,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "web": web.run,
     "daily": daily.run,
     "tools": tools.run,
+    "netproxy": netproxy.run,  # a command's GET through a card's network-list proxy
     "scale": scale.run,  # a million cards against 10,000
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait

@@ -15,13 +15,16 @@ from pathlib import Path
 class Goal:
     """A target on the ratio (kanban / baseline) or on kanban's own value."""
 
-    on: str  # "ratio" | "value"
+    on: str  # "ratio" | "value" | "added" (value minus baseline)
     op: str  # ">=" | "<=" | "=="
     target: float
     unit: str = ""
 
     def met(self, row: Row) -> bool | None:
         got = row.ratio if self.on == "ratio" else row.value
+        if self.on == "added":
+            got = None if row.value is None or row.baseline is None else \
+                row.value - row.baseline
         if got is None:
             return None
         if self.op == ">=":
@@ -34,6 +37,8 @@ class Goal:
         sign = {">=": "≥", "<=": "≤", "==": "="}[self.op]
         if self.on == "ratio":
             return f"{sign} {self.target:g}x"
+        if self.on == "added":
+            return f"{sign} +{self.target:g} {self.unit} over the baseline".replace("  ", " ")
         return f"{sign} {self.target:g}{(' ' + self.unit) if self.unit else ''}"
 
 

@@ -50,7 +50,10 @@ class Profile:
     dangerous_patterns: tuple[str, ...] = ()  # regexes, beside the built-in list
     max_file_bytes: int = 1_048_576  # the largest file the file tools read or write
     command_timeout_s: float = 120.0  # terminal's default; always within the card's time
-    network: bool = True  # false: commands run without a network; web tools refuse
+    # false: commands run without a network and web tools refuse; a list of host patterns
+    # (kanban.state.network): only those, through the worker's proxy.
+    network: bool | tuple[str, ...] = True
+    network_hosts: Mapping[str, str] = field(default_factory=dict)  # name = "IP", no DNS
     sandbox: str = "auto"  # auto: bwrap when it works here | required: refuse without | off
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
     # orchestrator: its delegated cards may delegate in turn (issue 16), and it gets

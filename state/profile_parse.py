@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kanban.state.config import BUILTIN_PROFILES, McpServer, Profile
 from kanban.state.config_values import build, check_bounds
 from kanban.state.errors import ConfigError
+from kanban.state.network import parse_network, parse_pins
 
 APPROVAL_MODES = ("deny", "ask", "allow")
 WORKSPACE_SPEC = re.compile(r"^(scratch|worktree|parent|dir:.+)$")
@@ -30,12 +32,34 @@ def parse_profiles(table: Mapping[str, Any], mcp: Mapping[str, McpServer],
         if not _PROFILE_NAME.match(str(name)):
             raise ConfigError(f"{section}: a profile name is 1-64 letters, digits, '.', '_' "
                               "or '-'")
-        profiles[name] = build(Profile, _listed(values, "api_key_env"), section, base=base)
+        profiles[name] = _network(build(Profile, _listed(_plain(values), "api_key_env"),
+                                        section, base=base), values, section)
         check_bounds(profiles[name], values, section)
         _check_profile(profiles[name], section)
         _check_models(profiles[name], section)
         _check_work(profiles[name], mcp, section)
     return profiles
+
+
+_NETWORK_KEYS = ("network", "network_hosts")
+
+
+def _plain(values: Any) -> Any:
+    """The table without the network keys, which `_network` reads."""
+    if not isinstance(values, Mapping):
+        return values
+    return {k: v for k, v in values.items() if k not in _NETWORK_KEYS}
+
+
+def _network(profile: Profile, values: Mapping[str, Any], section: str) -> Profile:
+    """`network` (true, false or host patterns) and `network_hosts` (pinned addresses)."""
+    changes: dict[str, Any] = {}
+    if "network" in values:
+        changes["network"] = parse_network(values["network"], f"{section}.network")
+    if "network_hosts" in values:
+        changes["network_hosts"] = parse_pins(values["network_hosts"],
+                                              f"{section}.network_hosts")
+    return replace(profile, **changes) if changes else profile
 
 
 def _check_models(profile: Profile, section: str) -> None:

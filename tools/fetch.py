@@ -21,6 +21,7 @@ from urllib.parse import urljoin, urlsplit
 
 from kanban.state.config import WebSettings
 from kanban.state.errors import KanbanError
+from kanban.state.network import HostList
 
 USER_AGENT = "kanban-workbench/0.1 (+agent web_fetch)"
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -59,14 +60,16 @@ def refusal(address: str, web: WebSettings) -> str | None:
 
 
 def get(url: str, web: WebSettings, *, headers: Mapping[str, str] | None = None,
-        body: bytes | None = None, trusted: bool = False) -> Response:
+        body: bytes | None = None, trusted: bool = False,
+        hosts: HostList | None = None) -> Response:
     """Fetch `url` following redirects; `trusted` (a configured search endpoint) skips the
-    address checks of the first hop only."""
+    address checks of the first hop only. With `hosts` (a card's network list) every hop's
+    host must be on it, and its pinned address is used instead of DNS."""
     deadline = time.monotonic() + web.timeout_s
     method = "POST" if body is not None else "GET"
     for hop in range(web.max_redirects + 1):
         response, location = _one(url, method, web, headers or {}, body, deadline,
-                                  trusted=trusted and hop == 0)
+                                  trusted=trusted and hop == 0, hosts=hosts)
         if location is None:
             return response
         url = urljoin(url, location)
@@ -76,14 +79,22 @@ def get(url: str, web: WebSettings, *, headers: Mapping[str, str] | None = None,
 
 
 def _one(url: str, method: str, web: WebSettings, headers: Mapping[str, str],
-         body: bytes | None, deadline: float, *, trusted: bool) -> tuple[Response, str | None]:
+         body: bytes | None, deadline: float, *, trusted: bool,
+         hosts: HostList | None) -> tuple[Response, str | None]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FetchError(f"{url}: only http and https URLs can be fetched")
     if parts.username or parts.password:
         raise FetchError(f"{url}: URLs with credentials are refused")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = _address(parts.hostname, port, web, trusted=trusted)
+    why = hosts.refusal(parts.hostname) if hosts is not None else None
+    if why is not None:
+        raise FetchError(why)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise FetchError(f"{url}: bad port") from None
+    pinned = hosts.pinned(parts.hostname) if hosts is not None else None
+    address = pinned or _address(parts.hostname, port, web, trusted=trusted)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     conn = _connection(parts.scheme, parts.hostname, port, address, _left(deadline))
     try:

@@ -33,20 +33,24 @@ class SandboxPolicy:
     hidden: tuple[Path, ...] = ()
     network: bool = True
     readonly: tuple[Path, ...] = ()
+    # A card with a network list: no network of its own, but this proxy's folder (bound
+    # read-only) reached through kanban.tools.netbridge.
+    proxy_socket: Path | None = None
 
     def wrap(self, argv: Sequence[str], cwd: Path, bwrap: str = "bwrap") -> list[str]:
         """`argv` as run inside the sandbox, starting in `cwd`."""
         args = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                 "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-        if not self.network:
+        if not self.network or self.proxy_socket is not None:
             args.append("--unshare-net")
         if os.geteuid() == 0:  # root in the sandbox must not remount its way out
             args += ["--cap-drop", "ALL"]
         # Parents before children: a hidden folder may hold the workspace or sit inside it.
         mounts = [(Path("/tmp"), "--tmpfs"), *((p, "--tmpfs") for p in self.hidden),
                   *((p, "--bind") for p in self.writable),
-                  *((p, "--ro-bind") for p in self.readonly)]
+                  *((p, "--ro-bind") for p in self.readonly),
+                  *((p.parent, "--ro-bind") for p in (self.proxy_socket,) if p is not None)]
         order = ("--tmpfs", "--bind", "--ro-bind")
         for path, kind in sorted(mounts, key=lambda m: (len(m[0].parts), order.index(m[1]))):
             args += [kind, str(path)] if kind == "--tmpfs" else [kind, str(path), str(path)]

@@ -23,10 +23,10 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re
 
 
 def web_fetch(args: dict[str, Any], bench: Workbench) -> str:
-    _need_network(bench)
+    hosts = bench.hosts()
     from kanban.tools import fetch
 
-    page = fetch.get(args["url"], bench.web)
+    page = fetch.get(args["url"], bench.web, hosts=hosts)
     if page.status >= 400:
         raise KanbanError(f"{page.url} answered HTTP {page.status}")
     kind = page.content_type or "text/html"
@@ -46,7 +46,7 @@ def web_fetch(args: dict[str, Any], bench: Workbench) -> str:
 
 
 def web_search(args: dict[str, Any], bench: Workbench) -> ToolResult | str:
-    _need_network(bench)
+    bench.hosts()  # refuses without a network; a list is checked on each request
     web = bench.web
     if web.search is None:
         return ToolResult("web_search is not set up: add `search = \"searxng\"` and "
@@ -75,11 +75,11 @@ def _search(provider: str, query: str, url: str | None, key: str | None,
         if not url:
             raise KanbanError("[web].search_url must name the SearXNG instance")
         page = fetch.get(f"{url.rstrip('/')}/search?q={quote_plus(query)}&format=json",
-                         bench.web, trusted=True)
+                         bench.web, trusted=True, hosts=bench.hosts())
         items, fields = _json(page)["results"], ("title", "url", "content")
     elif provider == "brave":
         page = fetch.get(f"{url or SEARCH_URLS['brave']}?q={quote_plus(query)}"
-                         f"&count={MAX_RESULTS}", bench.web, trusted=True,
+                         f"&count={MAX_RESULTS}", bench.web, trusted=True, hosts=bench.hosts(),
                          headers={"X-Subscription-Token": key or "",
                                   "Accept": "application/json"})
         items, fields = _json(page).get("web", {}).get("results", []), (
@@ -87,7 +87,7 @@ def _search(provider: str, query: str, url: str | None, key: str | None,
     else:
         body = json.dumps({"query": query, "max_results": MAX_RESULTS}).encode()
         page = fetch.get(url or SEARCH_URLS["tavily"], bench.web, body=body, trusted=True,
-                         headers={"Authorization": f"Bearer {key}",
+                         hosts=bench.hosts(), headers={"Authorization": f"Bearer {key}",
                                   "Content-Type": "application/json"})
         items, fields = _json(page)["results"], ("title", "url", "content")
     title, link, snippet = fields
@@ -116,11 +116,6 @@ def _decode(body: bytes, charset: str | None) -> str:
         return body.decode(charset, "replace")
     except LookupError:
         return body.decode("utf-8", "replace")
-
-
-def _need_network(bench: Workbench) -> None:
-    if not bench.profile.network:
-        raise KanbanError("this card's profile has no network (network = false)")
 
 
 def register(registry: ToolRegistry) -> None:

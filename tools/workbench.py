@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kanban.state.config import Profile, WebSettings
+from kanban.state.errors import KanbanError
+from kanban.state.network import HostList, Network
 from kanban.tools.runner import PlainRunner, Runner, head_tail
 
 if TYPE_CHECKING:
@@ -22,6 +24,10 @@ _CREDENTIAL_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_CREDENTI
 _CREDENTIAL_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AZURE_OPENAI_")
 _WORKER_ONLY = ("KANBAN_DB", "KANBAN_CLAIM_TOKEN", "KANBAN_RUN", "KANBAN_LEASE_S", "KANBAN_MODEL",
                 "KANBAN_RESOLVED_WORKSPACE")
+
+
+class NoNetwork(KanbanError):
+    """The card may not reach the network."""
 
 
 def is_credential(name: str) -> bool:
@@ -56,7 +62,18 @@ class Workbench:
     search_key: str | None = None  # the web search API key, when one is configured
     scope: WorkerScope | None = None
     mcp: Any = None  # kanban.tools.mcp.McpServers when the profile names MCP servers
+    network: Network | None = None  # the card's, ancestors' lists applied; None: the profile's
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def hosts(self) -> HostList | None:
+        """The hosts the web tools may reach (None: any); KanbanError without a network."""
+        network = self.profile.network if self.network is None else self.network
+        if network is False:
+            raise NoNetwork("this card has no network (network = false in its profile or "
+                            "a delegating card's)")
+        if network is True:
+            return None
+        return HostList(network, self.profile.network_hosts)
 
     def remaining_s(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()

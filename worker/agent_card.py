@@ -21,8 +21,10 @@ from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state.config import Config
 from kanban.state.errors import ConfigError
+from kanban.state.network import Network
 from kanban.state.store import Conn
 from kanban.tools.delegate import LeadScope
+from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.registry import Toolbox
 from kanban.tools.runner import Runner
 from kanban.tools.scope import WorkerScope
@@ -126,14 +128,15 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
             config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
             max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
             workspace=workspace.path, hook_context=_hook_context(card, wenv))
-        runner = _command_runner(scope, card, config, plan, setting, workspace)
+        network = retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
+        runner = _command_runner(scope, card, config, plan, setting, workspace, network)
     except (FatalModelError, ConfigError, ValidationError) as exc:
         # credentials, an unknown model, profile or toolset, a skill that no longer
         # exists, a workspace that cannot be resolved
         message = redact(exc.message, secrets)
         return lambda: fail(scope, message)
     bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
-                            env=env, runner=runner, started=setting.started)
+                            env=env, runner=runner, started=setting.started, network=network)
     if workspace.kind == WORKTREE:
         scope.on_complete = _worktree_note(workspace, card.id, card.title, runner)
     gates.arm(scope, card, bench)
@@ -157,9 +160,11 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
 
 
 def _close(bench: Workbench) -> None:
-    """Stop the MCP servers the workbench started."""
+    """Stop the MCP servers the workbench started, and the network proxy."""
     if bench.mcp is not None:
         bench.mcp.close()
+    if isinstance(bench.runner, ProxiedRunner):
+        bench.runner.close()
 
 
 def _say_start(card: CardRecord, parts: Parts, restored: list[Message] | None) -> None:
@@ -170,12 +175,12 @@ def _say_start(card: CardRecord, parts: Parts, restored: list[Message] | None) -
 
 
 def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: WorkerPlan,
-                    setting: Setting, workspace: Workspace) -> Runner:
+                    setting: Setting, workspace: Workspace, network: Network) -> Runner:
     """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
     the worker's log and, for cards that run commands, in the run's events."""
-    network = retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
     choice = choose_runner(setting.runner, plan.profile, network=network,
-                           workspace=workspace.path, home=setting.home, checkout=workspace)
+                           workspace=workspace.path, home=setting.home, checkout=workspace,
+                           web=config.web)
     print(f"card #{card.id}: {choice.note}", flush=True)
     if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
         scope.write(lambda conn: record_event(

@@ -12,9 +12,12 @@ from pathlib import Path
 
 from kanban.records import CardRecord
 from kanban.service import Kanban
-from kanban.state.config import Config, Profile
+from kanban.state.config import Config, Profile, WebSettings
 from kanban.state.errors import ConfigError
+from kanban.state.network import HostList, Network, intersect
 from kanban.tools.gitwall import card_wall
+from kanban.tools.netbridge import ProxiedRunner
+from kanban.tools.netproxy import NetProxy
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.sandbox import (
     BwrapRunner,
@@ -52,27 +55,49 @@ class RunnerChoice:
     note: str  # one line for the worker's log and the run's events
 
 
-def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: Path,
-                  home: Path, checkout: Workspace | None = None) -> RunnerChoice:
+def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace: Path,
+                  home: Path, checkout: Workspace | None = None,
+                  web: WebSettings | None = None) -> RunnerChoice:
     """bwrap around `base` when the profile allows it and bwrap works; ConfigError when the
     profile requires a sandbox that this host cannot give. `checkout`: the resolved
-    workspace, whose recorded git folders (a worktree's) fix what git may write."""
+    workspace, whose recorded git folders (a worktree's) fix what git may write. A network
+    list adds the worker's proxy (enforced only inside bwrap)."""
+    proxy = None
+    if isinstance(network, tuple):
+        proxy = NetProxy(HostList(network, profile.network_hosts), web or WebSettings())
     if profile.sandbox == "off" or not isinstance(base, PlainRunner):
         why = "sandbox = \"off\"" if profile.sandbox == "off" else "a custom runner"
-        return RunnerChoice(base, f"commands run unsandboxed ({why})")
+        return _unsandboxed(base, proxy, f"commands run unsandboxed ({why})")
     check = host_check()
     if not check.available:
         if profile.sandbox == "required":
             raise ConfigError(f"profile {profile.name!r} has sandbox = \"required\" but "
                               f"{check.reason.split(';')[0]}")
-        return RunnerChoice(base, f"no sandbox: {check.reason}")
+        return _unsandboxed(base, proxy, f"no sandbox: {check.reason}")
     git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
     wall = card_wall(workspace, git, branch,
                      scratch=checkout is not None and checkout.kind == SCRATCH)
     policy = SandboxPolicy(writable=wall.writable, hidden=_hidden(home, workspace),
-                           network=network, readonly=wall.readonly)
-    return RunnerChoice(BwrapRunner(policy, base),
-                        f"sandbox: bwrap, network {'on' if network else 'off'}")
+                           network=network is True, readonly=wall.readonly,
+                           proxy_socket=proxy.socket_path if proxy else None)
+    runner: Runner = BwrapRunner(policy, base)
+    if proxy is None:
+        return RunnerChoice(runner, f"sandbox: bwrap, network {'on' if network else 'off'}")
+    return RunnerChoice(ProxiedRunner(runner, proxy), "sandbox: bwrap, network only to "
+                        f"{_listed(network)} through the worker's proxy")
+
+
+def _unsandboxed(base: Runner, proxy: NetProxy | None, note: str) -> RunnerChoice:
+    if proxy is None:
+        return RunnerChoice(base, note)
+    return RunnerChoice(ProxiedRunner(base, proxy), f"{note}; the network list "
+                        f"({_listed(proxy.hosts.patterns)}) is not enforced: commands are "
+                        "pointed at the worker's proxy but may connect directly")
+
+
+def _listed(patterns: Network) -> str:
+    shown = patterns if isinstance(patterns, tuple) else ()
+    return ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
 
 
 def _hidden(home: Path, workspace: Path) -> tuple[Path, ...]:
@@ -84,20 +109,17 @@ def _hidden(home: Path, workspace: Path) -> tuple[Path, ...]:
     return (home,)
 
 
-def card_network(kb: Kanban, card: CardRecord, profile: Profile, config: Config) -> bool:
-    """A card has a network only when its profile and every delegating ancestor's do."""
-    if not profile.network:
-        return False
+def card_network(kb: Kanban, card: CardRecord, profile: Profile, config: Config) -> Network:
+    """A card reaches what its profile and every delegating ancestor's profile allow: no
+    network if one has none, else the hosts every list allows."""
+    network: Network = profile.network
     parent_id, seen = card.parent_id, 0
-    while parent_id is not None and seen < MAX_ANCESTORS:
+    while network is not False and parent_id is not None and seen < MAX_ANCESTORS:
         parent = kb.card(parent_id)
-        try:
-            if not config.profile(parent.profile).network:
-                return False
-        except ConfigError:  # a profile removed since: its children keep their own
-            pass
+        with suppress(ConfigError):  # a profile removed since: its children keep their own
+            network = intersect(network, config.profile(parent.profile).network)
         parent_id, seen = parent.parent_id, seen + 1
-    return True
+    return network
 
 
 def harden(environ: MutableMapping[str, str]) -> None:

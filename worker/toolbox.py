@@ -11,6 +11,7 @@ from kanban.agent.types import Toolbox as AgentToolbox
 from kanban.agent.types import ToolCall, ToolResult, ToolSpec
 from kanban.records import CardRecord
 from kanban.state.config import Config, Profile
+from kanban.state.network import Network
 from kanban.tools import delegate
 from kanban.tools.catalog import REGISTRY
 from kanban.tools.delegate import LeadScope
@@ -43,13 +44,13 @@ def approval_mode(card: CardRecord, profile: Profile) -> str:
 
 def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: WorkerScope,
               workspace: Workspace, env: Mapping[str, str], runner: Runner,
-              started: float | None = None) -> Workbench:
+              started: float | None = None, network: Network | None = None) -> Workbench:
     timeout = card.timeout_s or profile.timeout_s
     search_var = config.web.search_key_env
     return Workbench(
         workspace=workspace.path, profile=profile, approval=approval_mode(card, profile),
         env=command_env(env, workspace.path, drop=(search_var,) if search_var else ()),
-        runner=runner, web=config.web, scope=scope,
+        runner=runner, web=config.web, scope=scope, network=network,
         deadline=(started if started is not None else time.monotonic()) + timeout
         - DEADLINE_MARGIN_S,
         search_key=env.get(search_var) if search_var else None)

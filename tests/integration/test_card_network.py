@@ -29,3 +29,25 @@ def test_children_inherit_a_parents_cut_network(tmp_path: Path) -> None:
         assert card_network(kb, kb.card(free.id), online, config)
     finally:
         db.dispose()
+
+
+def test_a_childs_list_is_cut_to_what_its_ancestors_lists_allow(tmp_path: Path) -> None:
+    db = open_database(DbLocation(str(tmp_path / "k.db"), "flag"), create=True)
+    try:
+        kb = Kanban(db)
+        kb.ensure_board("default")
+        config = parse_config({"profiles": {
+            "pypi": {"network": ["pypi.org", "*.pythonhosted.org"]},
+            "files": {"network": ["files.pythonhosted.org", "example.test"]},
+            "other": {"network": ["example.test"]}, "online": {"network": True}}})
+        root = kb.add_card(NewCard("root", profile="pypi"))
+        child = kb.add_card(NewCard("child", profile="online", parent_id=root.id))
+        grandchild = kb.add_card(NewCard("grandchild", profile="files", parent_id=child.id))
+        stranger = kb.add_card(NewCard("stranger", profile="other", parent_id=root.id))
+        assert card_network(kb, kb.card(child.id), config.profile("online"), config) == (
+            "pypi.org", "*.pythonhosted.org")
+        assert card_network(kb, kb.card(grandchild.id), config.profile("files"), config) == (
+            "files.pythonhosted.org",)
+        assert card_network(kb, kb.card(stranger.id), config.profile("other"), config) is False
+    finally:
+        db.dispose()

@@ -71,6 +71,9 @@ def test_goals_and_ratios() -> None:
     assert row.ratio == 0.5 and row.met is True and str(row.goal) == "≤ 50 ms"
     assert Row("9.2", "m", "", 1.0, 2.0, "b", Goal("ratio", ">=", 2)).met is False
     assert Row("9.3", "m", "", None, 2.0, "b", Goal("ratio", ">=", 2)).met is None
+    added = Row("9.4", "m", "ms", 6.0, 2.0, "b", Goal("added", "<=", 5, "ms"))
+    assert added.met is True and str(added.goal) == "≤ +5 ms over the baseline"
+    assert Row("9.4", "m", "ms", 8.0, 2.0, "b", Goal("added", "<=", 5, "ms")).met is False
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 99) == 5.0
 

@@ -173,3 +173,34 @@ def test_keyed_search_apis(bench: Workbench, site: Site, provider: str) -> None:
     else:
         assert method == "POST" and headers["Authorization"] == "Bearer key-123"
         assert json.loads(body)["query"] == "q"
+
+
+def listed(bench: Workbench, network: Any) -> Workbench:
+    """`bench` for a card whose network is `network`, both test names pinned to loopback."""
+    profile = dataclasses.replace(bench.profile, network_hosts={
+        "allowed.test": "127.0.0.1", "denied.test": "127.0.0.1"})
+    return dataclasses.replace(bench, profile=profile, network=network)
+
+
+def test_a_network_list_bounds_web_fetch_on_every_hop(bench: Workbench, site: Site) -> None:
+    allowed = listed(bench, ("allowed.test",))  # default [web]: loopback refused, pins pass
+    port = site.httpd.server_address[1]
+    site.routes["/wal"] = (200, {"Content-Type": "text/html"}, PAGE)
+    site.routes["/jump"] = (302, {"Location": f"http://denied.test:{port}/wal"}, b"")
+    assert "# WAL" in ok(allowed, "web_fetch", url=f"http://allowed.test:{port}/wal")
+    message = refused(allowed, "web_fetch", url=f"http://allowed.test:{port}/jump")
+    assert "host 'denied.test' is not in this card's network list (allowed.test)" in message
+    for url in (f"http://denied.test:{port}/wal", f"{site.url}/wal",
+                f"http://ALLOWED.test.evil.test:{port}/wal"):
+        assert "not in this card's network list" in refused(allowed, "web_fetch", url=url)
+    assert [r[1] for r in site.requests] == ["/wal", "/jump"]
+
+
+def test_the_cards_network_wins_over_its_profiles(bench: Workbench, site: Site) -> None:
+    cut = listed(bench, False)  # a delegating card had none
+    assert "this card has no network" in refused(cut, "web_fetch", url=f"{site.url}/x")
+    searx = dataclasses.replace(listed(bench, ("allowed.test",)), web=WebSettings(
+        search="searxng", search_url=site.url))
+    assert "host '127.0.0.1' is not in this card's network list" in refused(
+        searx, "web_search", query="q")
+    assert site.requests == []
