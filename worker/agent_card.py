@@ -130,7 +130,8 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         message = redact(exc.message, secrets)
         return lambda: fail(scope, message)
     bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
-                            env=env, runner=runner, started=setting.started)
+                            env=env, runner=runner, started=setting.started,
+                            home=setting.home)
     if workspace.kind == WORKTREE:
         scope.on_complete = _worktree_note(workspace, card.id, card.title)
     gates.arm(scope, card, bench)

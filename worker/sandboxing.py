@@ -68,15 +68,17 @@ def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: P
     common = git_common_dir(workspace)
     if common is not None:
         writable.append(common)
-    policy = SandboxPolicy(writable=tuple(writable), hidden=_hidden(home, workspace),
+    policy = SandboxPolicy(writable=tuple(writable), hidden=hidden_folders(home, workspace),
                            network=network)
     return RunnerChoice(BwrapRunner(policy, base),
                         f"sandbox: bwrap, network {'on' if network else 'off'}")
 
 
-def _hidden(home: Path, workspace: Path) -> tuple[Path, ...]:
-    """The board's folder (database, logs, config, other cards' workspaces), unless the
-    workspace is the folder itself or holds it (a `dir:` workspace of the project)."""
+def hidden_folders(home: Path, workspace: Path) -> tuple[Path, ...]:
+    """What no card may reach, whatever runs it: the sandbox hides these from commands and
+    the file tools (Workbench.hidden) refuse them. The board's folder (database, logs,
+    config, other cards' workspaces), also when the workspace holds it (a `dir:` workspace
+    of the project), unless the workspace is the folder itself."""
     home = home.resolve()
     if workspace.resolve() == home:
         return ()
