@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from kanban.tools.beneath import (
+from kanban.state.beneath import (
     MAX_PATH,
     Found,
     GitInternals,

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kanban.state.beneath import Wall
 from kanban.state.config import Profile, WebSettings
 from kanban.state.errors import KanbanError
-from kanban.tools.beneath import Wall
 from kanban.tools.confine import write_from
 from kanban.tools.runner import PlainRunner, Runner
 

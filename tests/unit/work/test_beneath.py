@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kanban.tools import beneath
-from kanban.tools.beneath import GitInternals, NotAFile, OutsideWorkspace, Wall
+from kanban.state import beneath
+from kanban.state.beneath import GitInternals, NotAFile, OutsideWorkspace, Wall
 from kanban.tools.confine import entries, read_bytes, write_text
 
 
