@@ -26,7 +26,8 @@ from tests.support.procs import kanban, query
 TOOLS = """toolsets = ["kanban", "file", "terminal"]
 approval = "allow"
 max_turns = 400
-token_budget = 50000000"""
+token_budget = 50000000
+context_window = 10000000"""
 SWAP_ROUNDS = 60  # turns of tool calls through the swapped folder, four or five calls each
 
 
@@ -122,15 +123,26 @@ def test_home_canaries_and_root_are_out_of_reach(attack: Attack, canaries: Canar
         ("read_file", {"path": "board/config.toml"}),
         ("search_files", {"regex": "canary"}),
         ("list_files", {"pattern": "*"}),
+        # the folders where cut outputs are saved, made links out by a command
+        ("write_file", {"path": "long.txt", "content": "row\n" * 20_000}),
+        ("terminal", {"command": f"ln -s {home}/.ssh .tool-outputs; "
+                                 f"ln -s {home} .kanban-outputs"}),
+        ("read_saved_output", {"path": "id_canary"}),
+        ("terminal", {"command": "seq 1 200000"}),
+        ("read_file", {"path": "long.txt", "limit": 5000}),
     ]
-    card, seen = attack.run(calls)
+    card = attack.board.add("attack", profile=attack.profile)
+    seen = replay_rounds(attack, card, [[call] for call in calls])
     assert attack.card(card)[0] == "done"
     assert errors(seen[:5]) == [True] * 5
     assert errors(seen[6:14]) == [True] * 8
     assert "no matches" in seen[14]
     assert "home -> " in seen[15]  # listed, never followed
     assert not any(line.startswith(("home/", "root/")) for line in seen[15].splitlines())
-    assert not (home / "planted.txt").exists()
+    assert errors(seen[16:19]) == [False, False, True]
+    assert "nowhere" in seen[19] and "nowhere" in seen[20]
+    assert sorted(p.name for p in home.iterdir()) == [".netrc", ".ssh"]
+    assert sorted(p.name for p in (home / ".ssh").iterdir()) == ["id_canary"]
     assert canaries.secret_file.read_text() == canaries.file_secret + "\n"
     attack.assert_contained()
 
@@ -178,6 +190,8 @@ def replay_rounds(attack: Attack, card: int, rounds: list[list[Call]]) -> list[s
     turn = itertools.count()
 
     def respond(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):  # a summary of the middle of the conversation
+            return text_reply("the attack so far")
         n = next(turn)
         if 0 < n <= len(rounds):
             seen.extend(tool_results(body)[-len(rounds[n - 1]):])
