@@ -11,6 +11,7 @@ the hidden ones (the board's folder), so neither a symlink nor a bind mount dodg
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -156,6 +157,39 @@ class Wall:
         except BaseException:
             walk.close()
             raise
+
+
+def real_folder(root: Path, parts: list[str], mode: int = 0o700) -> int:
+    """A descriptor (O_PATH) of `root/parts...`, each component made a real folder here:
+    a symlink or file in the way is removed, never followed. For what kanban itself places
+    in a workspace (a card's materials); the caller closes the descriptor."""
+    fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            if part in ("", ".", "..") or "/" in part:
+                raise OutsideWorkspace(f"{part!r}: not a folder name")
+            fd = _real_child(fd, part, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _real_child(folder: int, part: str, mode: int) -> int:
+    """The folder `part` in `folder` (made, or put in place of what was there); closes
+    `folder`."""
+    try:
+        for _ in range(3):  # a racing writer may put something back once or twice
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, mode, dir_fd=folder)
+            child = step(folder, part)
+            if stat.S_ISDIR(os.fstat(child).st_mode):
+                return child
+            os.close(child)
+            os.unlink(part, dir_fd=folder)
+        raise NotAFile(f"{part}: something keeps taking the place of the folder")
+    finally:
+        os.close(folder)
 
 
 def _checked(name: str) -> list[str]:
