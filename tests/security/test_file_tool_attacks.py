@@ -6,6 +6,7 @@ while the tools run, and hard links to files outside."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -274,3 +275,39 @@ def test_a_hard_link_to_an_outside_file_is_neither_read_nor_written(
     assert secret.read_text() == canaries.file_secret
     assert not any(canaries.file_secret in result for result in seen)
     attack.assert_contained()
+
+
+BIND_PROBE = """
+import json, sys
+from pathlib import Path
+from kanban.agent.types import ToolCall
+from kanban.tools.catalog import REGISTRY
+from kanban.tools.workbench import Workbench
+bench = Workbench(workspace=Path(sys.argv[1]), hidden=(Path(sys.argv[2]),))
+box = REGISTRY.toolbox(["file"], contexts={"file": bench})
+for name, args in json.loads(sys.argv[3]):
+    result = box.call(ToolCall("c", name, json.dumps(args)))
+    print(json.dumps([result.is_error, result.content]))
+"""
+
+
+def test_the_board_bound_into_the_workspace_is_still_the_board(
+        sandboxed: None, tmp_path: Path) -> None:
+    """A bind mount has no symlink to see: the folder is known by its device and inode."""
+    board = tmp_path / "board"
+    board.mkdir()
+    (board / "config.toml").write_text("[profiles.secret]\n")
+    workspace = tmp_path / "ws"
+    (workspace / "mnt").mkdir(parents=True)
+    calls = [("read_file", {"path": "mnt/config.toml"}), ("list_files", {}),
+             ("search_files", {"regex": "secret"}),
+             ("write_file", {"path": "mnt/config.toml", "content": "x"})]
+    out = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--bind", str(board), str(workspace / "mnt"),
+         sys.executable, "-c", BIND_PROBE, str(workspace), str(board), json.dumps(calls)],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [error for error, _ in results] == [True, False, False, True]
+    assert "board's folder" in results[0][1] and "board's folder" in results[3][1]
+    assert results[1][1] == ".: nothing" and results[2][1].startswith("no matches")
+    assert (board / "config.toml").read_text() == "[profiles.secret]\n"
