@@ -35,8 +35,8 @@ from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
-from kanban.worker.sandboxing import card_network, choose_runner
-from kanban.workspaces import WORKTREE, Workspace
+from kanban.worker.sandboxing import card_network, choose_runner, refuse_board_workspace
+from kanban.workspaces import DIR, WORKTREE, Workspace
 
 if TYPE_CHECKING:
     from kanban.worker.main import WorkerEnv
@@ -114,6 +114,8 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         # Reads of the board: tried again while the database is away
         workspace = wenv.workspace or retrying(scope, lambda: scope.kb.workspace(
             card.id, setting.home, config.workspaces()))
+        if workspace.kind == DIR:
+            refuse_board_workspace(setting.home, workspace.path)
         plan = retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                 home=setting.home, workspace=workspace.path))
         scope.skills = {skill.name: skill for skill in plan.skills}

@@ -85,6 +85,20 @@ def hidden_folders(home: Path, workspace: Path) -> tuple[Path, ...]:
     return (home,)
 
 
+BOARD_FOLDERS = ("workspaces", "logs", "attachments", "skills")  # of the board's folder
+
+
+def refuse_board_workspace(home: Path, workspace: Path) -> None:
+    """A `dir:` workspace may hold the board's folder (hidden there) but may not be that
+    folder nor lie in one of its own folders (other cards' workspaces, logs, stored
+    attachments, skills): their files would be the card's to write. ConfigError."""
+    home, workspace = home.resolve(), workspace.resolve()
+    owned = [home / name for name in BOARD_FOLDERS]
+    if workspace == home or any(p == workspace or p in workspace.parents for p in owned):
+        raise ConfigError(f"workspace dir:{workspace} is the board's folder or one of its "
+                          "own; a card may not work there")
+
+
 def card_network(kb: Kanban, card: CardRecord, profile: Profile, config: Config) -> bool:
     """A card has a network only when its profile and every delegating ancestor's do."""
     if not profile.network:

@@ -311,3 +311,18 @@ def test_the_board_bound_into_the_workspace_is_still_the_board(
     assert "board's folder" in results[0][1] and "board's folder" in results[3][1]
     assert results[1][1] == ".: nothing" and results[2][1].startswith("no matches")
     assert (board / "config.toml").read_text() == "[profiles.secret]\n"
+
+
+@pytest.mark.parametrize("where", [".", "workspaces/default", "logs"])
+def test_a_dir_workspace_in_the_board_folder_is_refused(attack: Attack, where: str) -> None:
+    """The board's folder is hidden inside a workspace; it cannot be the workspace."""
+    attack.configure(TOOLS)
+    config = attack.board.home / "config.toml"
+    before = config.read_bytes()
+    (attack.board.home / where).mkdir(parents=True, exist_ok=True)
+    card, seen = attack.run([("edit_file", {"path": "config.toml", "old": "[profiles.attacker]",
+                                            "new": '[profiles.attacker]\nsandbox = "off"'})],
+                            workspace=f"dir:{attack.board.home / where}")
+    status, error = attack.card(card)
+    assert status == "failed" and "board's folder" in (error or "")
+    assert seen == [] and config.read_bytes() == before
