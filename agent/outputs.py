@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from kanban.agent.types import ToolCall, ToolResult, ToolSpec
+from kanban.state.beneath import Found, OutsideWorkspace, Wall
+from kanban.state.errors import KanbanError
 
 READ_TOOL = "read_saved_output"
 DEFAULT_CAP = 16_000
@@ -65,12 +68,26 @@ class SavedOutputs:
         self._count += 1
         name = f"{self._count:04d}-{_SAFE.sub('_', call.name)[:40]}-{_SAFE.sub('_', call.id)[:40]}"
         try:
-            folder = self.directory / SAVED_DIR
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            (folder / f"{name}.txt").write_text(content, encoding="utf-8", errors="replace")
-        except OSError:
+            with self._at(f"{name}.txt", make_folders=True) as found:
+                if found.info is not None:
+                    return None
+                fd = os.open(found.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600, dir_fd=found.parent)
+                with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+                    f.write(content)
+        except (KanbanError, OSError):
             return None  # the note then says the text could not be kept
         return f"{SAVED_DIR}/{name}.txt"
+
+    def _at(self, name: str, *, make_folders: bool = False) -> Found:
+        """`SAVED_DIR/name` in the workspace, walked without following anything out; a
+        symlink anywhere on the way (a planted `SAVED_DIR` folder link) is refused."""
+        assert self.directory is not None
+        found = Wall(self.directory).resolve(f"{SAVED_DIR}/{name}", make_folders=make_folders)
+        if found.parts != (SAVED_DIR, name):
+            found.close()
+            raise OutsideWorkspace(f"{SAVED_DIR}/{name} is not where it should be")
+        return found
 
     def read(self, call: ToolCall) -> ToolResult:
         """Answer a `read_saved_output` call: a page of a saved file, nothing outside it."""
@@ -84,11 +101,10 @@ class SavedOutputs:
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                    for v in (offset, limit)):
             return ToolResult("offset and limit must be non-negative integers", is_error=True)
-        path = self._resolve(args["path"])
-        if path is None:
+        text = self._load(args["path"])
+        if text is None:
             return ToolResult(f"no saved output {args['path']!r} (use the path from the "
                               "note)", is_error=True)
-        text = path.read_text(encoding="utf-8", errors="replace")
         limit = max(1, min(limit, self.cap // 2))
         page = text[offset:offset + limit]
         end = offset + len(page)
@@ -97,15 +113,22 @@ class SavedOutputs:
         return ToolResult(f"[{args['path']}: characters {offset:,}-{end:,} of {len(text):,}"
                           f"{more}]\n{page}")
 
-    def _resolve(self, given: str) -> Path | None:
-        if self.directory is None:
-            return None
-        folder = (self.directory / SAVED_DIR).resolve()
+    def _load(self, given: str) -> str | None:
+        """The text of a saved output named by `given` (its folder is implied), or None."""
         name = os.path.basename(given.strip())
-        path = (folder / name).resolve()
-        if path.parent != folder or not path.is_file():
+        if self.directory is None or name in ("", ".", ".."):
             return None
-        return path
+        try:
+            with self._at(name) as found:
+                fd = os.open(found.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_CLOEXEC, dir_fd=found.parent)
+                with os.fdopen(fd, "rb") as f:
+                    info = os.fstat(f.fileno())
+                    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                        return None
+                    return f.read().decode("utf-8", "replace")
+        except (KanbanError, OSError):
+            return None
 
 
 def note_for(saved: str | None, total: int) -> str:

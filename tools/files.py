@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
+import stat
 from typing import Any
 
 from kanban.state.errors import KanbanError
-from kanban.tools.confine import as_text, inside, read_bytes, shown, write_text
+from kanban.tools.confine import Entry, as_text, read_at, read_bytes, write_text
+from kanban.tools.confine import entries as walk
 from kanban.tools.registry import ToolRegistry
 from kanban.tools.workbench import Workbench
 
@@ -19,13 +18,13 @@ DEFAULT_LINES = 400
 MAX_LINE_CHARS = 2_000
 MAX_LISTED = 500
 MAX_MATCHES = 200
-SKIPPED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"}
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
 
 
 def read_file(args: dict[str, Any], bench: Workbench) -> str:
     name = args["path"]
-    path = inside(bench.workspace, name)
-    text = as_text(read_bytes(path, name, bench.profile.max_file_bytes), name)
+    with bench.wall().resolve(name) as found:
+        text = as_text(read_bytes(found, name, bench.profile.max_file_bytes), name)
     lines = text.splitlines()
     offset = args.get("offset", 1)
     limit = args.get("limit", DEFAULT_LINES)
@@ -43,42 +42,43 @@ def read_file(args: dict[str, Any], bench: Workbench) -> str:
 
 def write_file(args: dict[str, Any], bench: Workbench) -> str:
     name = args["path"]
-    path = inside(bench.workspace, name)
-    size = write_text(path, name, args["content"], bench.profile.max_file_bytes)
-    return f"wrote {size:,} bytes to {shown(bench.workspace, path)}"
+    with bench.wall().resolve(name, make_folders=True) as found:
+        size = write_text(found, name, args["content"], bench.profile.max_file_bytes)
+        return f"wrote {size:,} bytes to {found.shown}"
 
 
 def edit_file(args: dict[str, Any], bench: Workbench) -> str:
     name, old, new = args["path"], args["old"], args["new"]
-    path = inside(bench.workspace, name)
-    text = as_text(read_bytes(path, name, bench.profile.max_file_bytes), name)
-    count = text.count(old)
-    if count == 0:
-        raise KanbanError(f"edit_file: the old text was not found in {name} (0 matches); "
-                          "copy it exactly, whitespace included")
-    if count > 1:
-        raise KanbanError(f"edit_file: the old text matches {count} times in {name}; include "
-                          "more surrounding lines so it matches exactly once")
-    write_text(path, name, text.replace(old, new, 1), bench.profile.max_file_bytes)
-    line = text[: text.index(old)].count("\n") + 1
-    return f"edited {shown(bench.workspace, path)} at line {line}"
+    with bench.wall().resolve(name) as found:
+        text = as_text(read_bytes(found, name, bench.profile.max_file_bytes), name)
+        count = text.count(old)
+        if count == 0:
+            raise KanbanError(f"edit_file: the old text was not found in {name} (0 matches); "
+                              "copy it exactly, whitespace included")
+        if count > 1:
+            raise KanbanError(f"edit_file: the old text matches {count} times in {name}; "
+                              "include more surrounding lines so it matches exactly once")
+        write_text(found, name, text.replace(old, new, 1), bench.profile.max_file_bytes)
+        line = text[: text.index(old)].count("\n") + 1
+        return f"edited {found.shown} at line {line}"
 
 
 def list_files(args: dict[str, Any], bench: Workbench) -> str:
     name = args.get("path", ".")
-    root = inside(bench.workspace, name)
-    if not root.is_dir():
-        raise KanbanError(f"{name} is not a directory")
+    wall = bench.wall()
     pattern = args.get("pattern")
-    entries = []
-    for path in _walk(root, recursive=pattern is not None):
-        relative = shown(bench.workspace, path)
-        if pattern and not (fnmatch.fnmatch(relative, pattern)
-                            or fnmatch.fnmatch(path.name, pattern)):
-            continue
-        entries.append(_describe(path, relative))
-        if len(entries) > MAX_LISTED:
-            break
+    entries: list[str] = []
+    with wall.resolve(name) as found:
+        if found.info is None or not stat.S_ISDIR(found.info.st_mode):
+            raise KanbanError(f"{name} is not a directory")
+        for entry in walk(found, wall.hidden_ids(), recursive=pattern is not None,
+                          skipped=SKIPPED_DIRS):
+            if pattern and not (fnmatch.fnmatch(entry.shown, pattern)
+                                or fnmatch.fnmatch(entry.name, pattern)):
+                continue
+            entries.append(_describe(entry))
+            if len(entries) > MAX_LISTED:
+                break
     if not entries:
         return f"{name}: nothing" + (f" matches {pattern!r}" if pattern else "")
     more = len(entries) > MAX_LISTED
@@ -92,19 +92,22 @@ def search_files(args: dict[str, Any], bench: Workbench) -> str:
     except re.error as exc:
         raise KanbanError(f"search_files: bad regex: {exc}") from None
     name = args.get("path", ".")
-    root = inside(bench.workspace, name)
+    wall = bench.wall()
     glob = args.get("glob")
-    files = [root] if root.is_file() else _walk(root, recursive=True)
+    cap = bench.profile.max_file_bytes
     matches: list[str] = []
-    for path in files:
-        relative = shown(bench.workspace, path)
-        if not path.is_file() or path.is_symlink():
-            continue
-        if glob and not (fnmatch.fnmatch(relative, glob) or fnmatch.fnmatch(path.name, glob)):
-            continue
-        matches.extend(_grep(path, relative, regex, bench.profile.max_file_bytes))
-        if len(matches) > MAX_MATCHES:
-            break
+    with wall.resolve(name) as found:
+        if found.info is not None and stat.S_ISREG(found.info.st_mode):
+            matches = _grep(found.parent, found.name, found.shown, regex, cap)
+        for entry in walk(found, wall.hidden_ids(), recursive=True, skipped=SKIPPED_DIRS):
+            if not entry.is_file:
+                continue
+            if glob and not (fnmatch.fnmatch(entry.shown, glob)
+                             or fnmatch.fnmatch(entry.name, glob)):
+                continue
+            matches.extend(_grep(entry.folder, entry.name, entry.shown, regex, cap))
+            if len(matches) > MAX_MATCHES:
+                break
     if not matches:
         return f"no matches for {args['regex']!r}"
     more = len(matches) > MAX_MATCHES
@@ -113,35 +116,20 @@ def search_files(args: dict[str, Any], bench: Workbench) -> str:
                          "search")
 
 
-def _walk(root: Path, *, recursive: bool) -> Iterator[Path]:
-    """Entries under `root` in name order; symlinks are listed, never followed."""
+def _describe(entry: Entry) -> str:
+    if entry.target is not None:
+        return f"{entry.shown} -> {entry.target}"
+    if entry.is_dir:
+        return f"{entry.shown}/"
+    return f"{entry.shown}  ({entry.info.st_size:,} bytes)"
+
+
+def _grep(folder: int, entry: str, relative: str, regex: re.Pattern[str],
+          cap: int) -> list[str]:
     try:
-        children = sorted(os.scandir(root), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in children:
-        path = Path(entry.path)
-        yield path
-        if recursive and entry.is_dir(follow_symlinks=False) and entry.name not in SKIPPED_DIRS:
-            yield from _walk(path, recursive=True)
-
-
-def _describe(path: Path, relative: str) -> str:
-    if path.is_symlink():
-        return f"{relative} -> {os.readlink(path)}"
-    if path.is_dir():
-        return f"{relative}/"
-    try:
-        return f"{relative}  ({path.stat().st_size:,} bytes)"
-    except OSError:
-        return relative
-
-
-def _grep(path: Path, relative: str, regex: re.Pattern[str], cap: int) -> list[str]:
-    try:
-        text = as_text(read_bytes(path, relative, cap), relative)
+        text = as_text(read_at(folder, entry, relative, cap), relative)
     except (KanbanError, OSError):
-        return []  # binary, too big or unreadable: searching skips it
+        return []  # binary, too big, linked or unreadable: searching skips it
     return [f"{relative}:{n}: {_clip(line)}" for n, line in enumerate(text.splitlines(), 1)
             if regex.search(line[:MAX_LINE_CHARS * 5])]
 

@@ -9,7 +9,7 @@ from kanban.agent.types import ToolResult
 from kanban.tools.approval import gate
 from kanban.tools.registry import ToolRegistry
 from kanban.tools.runner import CommandResult, CommandSpec, Rlimits, head_tail
-from kanban.tools.workbench import OUTPUTS, Workbench
+from kanban.tools.workbench import Workbench
 
 TOOLSET = "terminal"
 MAX_COMMAND = 20_000
@@ -51,14 +51,15 @@ def describe(result: CommandResult, bench: Workbench) -> ToolResult:
     """Exit code and output for the model; a long output keeps head and tail and stays
     whole in the workspace, a short one is not kept."""
     if result.error:
-        result.output_path.unlink(missing_ok=True)
+        bench.drop_output(result.output_path)
         return ToolResult(result.error, is_error=True)
     text, cut = head_tail(result.output_path, bench.profile.tool_result_chars)
-    saved = f"{OUTPUTS}/{result.output_path.name}"
-    if cut:
+    saved = ""
+    if cut:  # the whole output goes to the workspace through the file tools' wall
+        saved = bench.keep_output(result.output_path)
         text = text.replace(str(result.output_path), saved)
     else:
-        result.output_path.unlink(missing_ok=True)
+        bench.drop_output(result.output_path)
     if result.cancelled:
         status, error = "cancelled (the card was stopped)", True
     elif result.timed_out:

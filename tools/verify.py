@@ -30,8 +30,13 @@ def verify(command: str, bench: Workbench) -> Verdict:
                              rlimits=Rlimits(cpu_s=max(1, math.ceil(timeout)) + 5))
     result = bench.runner.run(spec)
     if result.error:
+        bench.drop_output(result.output_path)
         return Verdict(False, f"verify `{command}` could not start: {result.error}")
-    output, _ = head_tail(result.output_path, FEEDBACK_CHARS)
+    output, cut = head_tail(result.output_path, FEEDBACK_CHARS)
+    if cut:  # the whole output stays in the workspace, as before, through the wall
+        output = output.replace(str(result.output_path), bench.keep_output(result.output_path))
+    else:
+        bench.drop_output(result.output_path)
     if result.exit_code == 0 and not result.timed_out and not result.cancelled:
         return Verdict(True, f"verify `{command}` passed")
     if result.timed_out:

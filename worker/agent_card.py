@@ -39,8 +39,8 @@ from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import resumed_run, stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
-from kanban.worker.sandboxing import card_network, choose_runner
-from kanban.workspaces import WORKTREE, Workspace
+from kanban.worker.sandboxing import card_network, choose_runner, refuse_board_workspace
+from kanban.workspaces import DIR, WORKTREE, Workspace
 
 if TYPE_CHECKING:
     from kanban.worker.main import WorkerEnv
@@ -119,6 +119,8 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         secrets = sorted({*secrets, *key_values(profile, env)}, key=len, reverse=True)
         # Reads of the board: tried again while the database is away
         workspace = wenv.workspace or _resolve(scope, card, config, setting.home)
+        if workspace.kind == DIR:
+            refuse_board_workspace(setting.home, workspace.path)
         plan = retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                 home=setting.home, workspace=workspace.path))
         scope.skills = {skill.name: skill for skill in plan.skills}
@@ -136,7 +138,8 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         message = redact(exc.message, secrets)
         return lambda: fail(scope, message)
     bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
-                            env=env, runner=runner, started=setting.started, network=network)
+                            env=env, runner=runner, started=setting.started,
+                            home=setting.home, network=network)
     if workspace.kind == WORKTREE:
         scope.on_complete = _worktree_note(workspace, card.id, card.title, runner)
     gates.arm(scope, card, bench)

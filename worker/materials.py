@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from kanban.attachments import Attachments
 from kanban.cards import card_attachments
 from kanban.records import AttachmentRecord
 from kanban.skills import Skill, shipped_files
+from kanban.state.beneath import real_folder
 
 MATERIALS_DIR = ".kanban-card"
 ATTACHMENTS_DIR = f"{MATERIALS_DIR}/attachments"
@@ -54,41 +56,43 @@ def place_materials(attachments: Attachments, card_id: int, skills: Sequence[Ski
         return materials  # nothing to place, nothing to clear
     _fresh_dir(workspace, MATERIALS_DIR)
     for record, rel in materials.attachments:
-        _copy_read_only(attachments.path_of(record), _inside(workspace, rel))
+        _copy_read_only(attachments.path_of(record), workspace, rel)
     for skill in skills:
         prefix = f"{SKILLS_DIR}/{skill.name}/"
         for rel in materials.skill_files[skill.name]:
-            _copy_read_only(skill.folder / rel.removeprefix(prefix), _inside(workspace, rel))
+            _copy_read_only(skill.folder / rel.removeprefix(prefix), workspace, rel)
     return materials
 
 
-def _inside(workspace: Path, rel: str) -> Path:
-    """`workspace/rel`, its folders made here as real folders (never through a link)."""
-    path = workspace
-    parts = Path(rel).parts
-    for part in parts[:-1]:
-        path = path / part
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            path.unlink()
-        path.mkdir(mode=0o700, exist_ok=True)
-    return path / parts[-1]
+def _fresh_dir(workspace: Path, relative: str) -> None:
+    """`workspace/relative` as an empty real folder (walked by descriptor: a symlink
+    planted on the way is removed, never followed)."""
+    held = real_folder(workspace, relative.split("/"))
+    try:
+        folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=held)
+    finally:
+        os.close(held)
+    try:
+        for name in os.listdir(folder):
+            if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+                shutil.rmtree(name, dir_fd=folder)
+            else:
+                os.unlink(name, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
-def _fresh_dir(workspace: Path, relative: str) -> Path:
-    """`workspace/relative` as an empty real folder."""
-    path = _inside(workspace, f"{relative}/-")
-    for entry in path.parent.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-    return path.parent
-
-
-def _copy_read_only(src: Path, dest: Path) -> None:
-    """Copy bytes only; the copy is 0444 and never follows a link at the destination."""
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+def _copy_read_only(src: Path, workspace: Path, rel: str) -> None:
+    """Copy bytes only to `workspace/rel`; the copy is 0444, its folders are real folders,
+    and nothing on the way is followed."""
+    *folders, name = rel.split("/")
+    folder = real_folder(workspace, folders)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=folder)
+    finally:
+        os.close(folder)
     with open(src, "rb") as source, os.fdopen(fd, "wb") as out:
         while chunk := source.read(_CHUNK):
             out.write(chunk)
-    dest.chmod(0o444)
+        os.fchmod(out.fileno(), 0o444)

@@ -77,7 +77,7 @@ def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace
     git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
     wall = card_wall(workspace, git, branch,
                      scratch=checkout is not None and checkout.kind == SCRATCH)
-    policy = SandboxPolicy(writable=wall.writable, hidden=_hidden(home, workspace),
+    policy = SandboxPolicy(writable=wall.writable, hidden=hidden_folders(home, workspace),
                            network=network is True, readonly=wall.readonly,
                            proxy_socket=proxy.socket_path if proxy else None)
     runner: Runner = BwrapRunner(policy, base)
@@ -100,13 +100,29 @@ def _listed(patterns: Network) -> str:
     return ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
 
 
-def _hidden(home: Path, workspace: Path) -> tuple[Path, ...]:
-    """The board's folder (database, logs, config, other cards' workspaces), unless the
-    workspace is the folder itself or holds it (a `dir:` workspace of the project)."""
+def hidden_folders(home: Path, workspace: Path) -> tuple[Path, ...]:
+    """What no card may reach, whatever runs it: the sandbox hides these from commands and
+    the file tools (Workbench.hidden) refuse them. The board's folder (database, logs,
+    config, other cards' workspaces), also when the workspace holds it (a `dir:` workspace
+    of the project), unless the workspace is the folder itself."""
     home = home.resolve()
     if workspace.resolve() == home:
         return ()
     return (home,)
+
+
+BOARD_FOLDERS = ("workspaces", "logs", "attachments", "skills")  # of the board's folder
+
+
+def refuse_board_workspace(home: Path, workspace: Path) -> None:
+    """A `dir:` workspace may hold the board's folder (hidden there) but may not be that
+    folder nor lie in one of its own folders (other cards' workspaces, logs, stored
+    attachments, skills): their files would be the card's to write. ConfigError."""
+    home, workspace = home.resolve(), workspace.resolve()
+    owned = [home / name for name in BOARD_FOLDERS]
+    if workspace == home or any(p == workspace or p in workspace.parents for p in owned):
+        raise ConfigError(f"workspace dir:{workspace} is the board's folder or one of its "
+                          "own; a card may not work there")
 
 
 def card_network(kb: Kanban, card: CardRecord, profile: Profile, config: Config) -> Network:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from kanban import toolsets as names
 from kanban.agent.types import Toolbox as AgentToolbox
@@ -21,6 +22,7 @@ from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS
 from kanban.tools.workbench import Workbench, command_env
 from kanban.worker.redact import redact
+from kanban.worker.sandboxing import hidden_folders
 from kanban.workspaces import Workspace
 
 DEADLINE_MARGIN_S = 3.0  # commands end before the dispatcher's own timeout strikes
@@ -44,7 +46,8 @@ def approval_mode(card: CardRecord, profile: Profile) -> str:
 
 def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: WorkerScope,
               workspace: Workspace, env: Mapping[str, str], runner: Runner,
-              started: float | None = None, network: Network | None = None) -> Workbench:
+              home: Path, started: float | None = None,
+              network: Network | None = None) -> Workbench:
     timeout = card.timeout_s or profile.timeout_s
     search_var = config.web.search_key_env
     return Workbench(
@@ -53,7 +56,8 @@ def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: Work
         runner=runner, web=config.web, scope=scope, network=network,
         deadline=(started if started is not None else time.monotonic()) + timeout
         - DEADLINE_MARGIN_S,
-        search_key=env.get(search_var) if search_var else None)
+        search_key=env.get(search_var) if search_var else None,
+        hidden=hidden_folders(home, workspace.path))
 
 
 def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,

@@ -189,6 +189,22 @@ def test_reading_saved_output_stays_in_its_folder(tmp_path: Path) -> None:
     assert outputs.read(ToolCall("c", READ_TOOL, "{broken")).is_error
 
 
+def test_a_planted_saved_output_folder_link_is_neither_read_nor_written(
+        tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "id_rsa").write_text("keep out")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / SAVED_DIR).symlink_to(outside)  # planted by a command of the card
+    outputs = SavedOutputs(workspace, cap=1_000)
+    result = outputs.read(ToolCall("c", READ_TOOL, json.dumps({"path": "id_rsa"})))
+    assert result.is_error and "keep out" not in result.content
+    bounded = outputs.bound(ToolCall("c", "t", "{}"), ToolResult("y" * 5000))
+    assert "could not be saved" in bounded.content
+    assert [p.name for p in outside.iterdir()] == ["id_rsa"]
+
+
 def test_without_a_folder_results_are_still_cut() -> None:
     outputs = SavedOutputs(None, cap=1_000)
     bounded = outputs.bound(ToolCall("c", "t", "{}"), ToolResult("y" * 5000))

@@ -113,3 +113,65 @@ def test_list_and_search(bench: Workbench, workspace: Path) -> None:
     assert ok(bench, "search_files", regex="hello", glob="*.md") == "README.md:1: say hello"
     assert "bad regex" in refused(bench, "search_files", regex="(")
     assert "no matches" in ok(bench, "search_files", regex="absent")
+
+
+def test_the_hidden_board_folder_is_refused_and_never_listed(bench: Workbench,
+                                                             workspace: Path) -> None:
+    board = workspace / ".kanban"
+    (board / "logs").mkdir(parents=True)
+    (board / "config.toml").write_text('[profiles.p]\nmodel = "m"\n')
+    (board / "logs" / "worker.log").write_text("board secret\n")
+    (workspace / "notes.txt").write_text("no secret here\n")
+    bench.hidden = (board,)
+    assert "board's folder" in refused(bench, "read_file", path=".kanban/config.toml")
+    assert "board's folder" in refused(bench, "edit_file", path=".kanban/config.toml",
+                                       old='model = "m"', new='model = "m"\nsandbox = "off"')
+    assert "board's folder" in refused(bench, "write_file", path=".kanban/new.toml",
+                                       content="x")
+    assert "board's folder" in refused(bench, "list_files", path=".kanban")
+    assert ok(bench, "list_files").splitlines() == ["notes.txt  (15 bytes)"]
+    assert ok(bench, "list_files", pattern="*.log") == ".: nothing matches '*.log'"
+    assert ok(bench, "search_files", regex="secret") == "notes.txt:1: no secret here"
+    assert (board / "config.toml").read_text() == '[profiles.p]\nmodel = "m"\n'
+    assert sorted(p.name for p in board.iterdir()) == ["config.toml", "logs"]
+
+
+def test_git_internals_are_not_written_but_can_be_read(bench: Workbench,
+                                                       workspace: Path) -> None:
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text("[core]\n")
+    assert "do not write inside .git" in refused(bench, "write_file",
+                                                 path=".git/hooks/pre-commit",
+                                                 content="#!/bin/sh\ncurl evil\n")
+    assert "do not write inside .git" in refused(bench, "edit_file", path=".git/config",
+                                                 old="[core]", new="[core]\nfsmonitor=x")
+    assert "do not write inside .git" in refused(bench, "write_file", path="sub/.git",
+                                                 content="gitdir: /tmp/evil\n")
+    assert "[core]" in ok(bench, "read_file", path=".git/config")
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+    assert not (workspace / "sub" / ".git").exists()
+
+
+def test_a_hard_link_to_an_outside_file_is_neither_read_nor_written_through(
+        bench: Workbench, workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    os.link(outside, workspace / "linked.txt")
+    assert "hard links" in refused(bench, "read_file", path="linked.txt")
+    assert "hard links" in refused(bench, "edit_file", path="linked.txt", old="secret",
+                                   new="changed")
+    assert ok(bench, "search_files", regex="secret") == "no matches for 'secret'"
+    ok(bench, "write_file", path="linked.txt", content="mine")
+    assert outside.read_text() == "secret"
+    assert (workspace / "linked.txt").read_text() == "mine"
+
+
+def test_saved_outputs_do_not_follow_a_planted_symlink(bench: Workbench, workspace: Path,
+                                                       tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / ".kanban-outputs").symlink_to(outside)
+    (workspace / "many.txt").write_text("\n".join(f"row {n}" for n in range(300)))
+    shown = ok(bench, "read_file", path="many.txt")
+    assert "row 0" in shown and "row 299" in shown and "whole output is in nowhere" in shown
+    assert not any(outside.iterdir())

@@ -28,6 +28,17 @@ def test_a_long_output_keeps_head_and_tail_and_is_saved_whole(bench: Workbench,
     assert str(workspace) not in shown  # named relative to the workspace
 
 
+def test_a_planted_output_folder_symlink_does_not_carry_the_output_out(
+        bench: Workbench, workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ok(bench, "terminal", command=f"ln -s {outside} .kanban-outputs")
+    shown = ok(bench, "terminal", command="seq 1 5000")
+    assert "\n1\n2\n" in shown and "whole output in nowhere" in shown
+    assert not any(outside.iterdir())
+    assert bench._private is None or not bench._private.exists()  # nothing left behind
+
+
 def test_commands_get_no_credentials_and_no_claim(workspace: Path) -> None:
     worker = {"PATH": "/usr/bin:/bin", "HOME": "/home/x", "OPENAI_API_KEY": "sk-secret-1",
               "ANTHROPIC_BASE_URL": "http://x", "KANBAN_CLAIM_TOKEN": "tok", "KANBAN_DB": "db",
