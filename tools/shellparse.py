@@ -222,7 +222,7 @@ def _programs(node: Any) -> set[str]:
     """The first words of every command under `node`."""
     found: set[str] = set()
 
-    class Visitor(bashlex.ast.nodevisitor):  # type: ignore[misc]
+    class Visitor(bashlex.ast.nodevisitor):
         def visitcommand(self, n: Any, parts: Any) -> None:
             words = [p.word for p in parts if p.kind == "word"]
             if words:
@@ -238,7 +238,7 @@ def _multiplying(node: Any) -> tuple[set[str], bool]:
     piped: set[str] = set()
     background = [False]
 
-    class Visitor(bashlex.ast.nodevisitor):  # type: ignore[misc]
+    class Visitor(bashlex.ast.nodevisitor):
         def visitpipeline(self, n: Any, parts: Any) -> None:
             for part in parts:
                 if part.kind == "command":

@@ -77,7 +77,7 @@ def written_paths(call: Call) -> list[Word]:
     if program in ("chmod", "chown", "chgrp"):
         return operands[1:]
     if program == "dd":
-        return [Word(t[3:], a.dynamic) for t, a in zip(texts, args) if t.startswith("of=")]
+        return [Word(a.text[3:], a.dynamic) for a in args if a.text.startswith("of=")]
     if program in ("curl", "wget"):
         flags = ("-o", "--output") if program == "curl" else ("-O", "--output-document")
         return [args[i + 1] for i, t in enumerate(texts[:-1]) if t in flags]
