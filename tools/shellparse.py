@@ -63,6 +63,7 @@ class Reading:
 
 def read(command: str, cwd: str = ".") -> Reading:
     """Every simple command in `command`; Unreadable when bashlex cannot parse it."""
+    command = readable(command)
     try:
         trees = bashlex.parse(command)
     except (bashlex.errors.ParsingError, NotImplementedError, IndexError, AttributeError,
@@ -72,6 +73,42 @@ def read(command: str, cwd: str = ".") -> Reading:
     for tree in trees:
         walker.node(tree)
     return walker.reading
+
+
+def readable(command: str) -> str:
+    """`command` with what bashlex does not implement but cannot hide a command rewritten:
+    `$((...))` holding only an expression becomes a parameter, `[[ ... ]]` becomes
+    `[ ... ]` (its words are still read), a leading `time` keyword goes."""
+    out, i = [], 0
+    while (start := command.find("$((", i)) != -1:
+        end = _arith_end(command, start + 3)
+        inner = command[start + 3:end - 2] if end != -1 else ""
+        if end == -1 or any(c in inner for c in ("$(", "`", ";", "\n", "&&", "||")):
+            break
+        out.append(command[i:start] + "$KANBAN_ARITHMETIC")
+        i = end
+    command = "".join(out) + command[i:]
+    command = _TEST_BRACKETS.sub(lambda m: m.group(1) + m.group(2)[0], command)
+    return _TIME.sub(lambda m: m.group(1), command)
+
+
+_TEST_BRACKETS = re.compile(r"(^|\s|;|&|\||\(|!)(\[\[|\]\])(?=\s|;|&|\||\)|$)", re.MULTILINE)
+_TIME = re.compile(r"(^|[;&|(]\s*|\b(?:then|do|else)\s+)time(?:\s+-p)?\s+", re.MULTILINE)
+
+
+def _arith_end(text: str, i: int) -> int:
+    """The index after the `))` closing an arithmetic expansion whose body starts at i."""
+    depth = 0
+    while i < len(text):
+        char = text[i]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            if depth == 0:
+                return i + 2 if text.startswith("))", i) else -1
+            depth -= 1
+        i += 1
+    return -1
 
 
 def _first_line(text: str) -> str:

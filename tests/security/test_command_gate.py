@@ -74,19 +74,24 @@ DANGEROUS = {
     "sudo reboot": "shutdown or reboot",
     "chmod -R 777 /": "recursive chmod/chown of a system path",
     "echo x | sudo tee -a /etc/hosts": "write under /etc",
+    "[[ -d x ]] && rm -rf /x": RM,
+    "time rm -rf /x": RM,
+    "echo $((1 + 2)); rm -rf /x": RM,
 }
 UNKNOWN = ["$(echo rm) -rf /x", "$CMD -rf /x", "xargs rm -rf < list",
            "echo cm0gLXJmIC8K | base64 -d | sh",
            "python3 -c \"import shutil; shutil.rmtree('/x')\"", "perl -e 'unlink glob q{/x/*}'",
            "node -e 'require(\"fs\").rmSync(\"/x\",{recursive:true})'", "ruby -e 'x'",
            "php -r 'x;'", "cat script | bash", "rm -rf \"$TARGET\"", "bash -c \"$X\"",
-           "cat <<EOF | python3\nimport shutil\nEOF\n", "[[ -d x ]] && rm -rf x"]
+           "cat <<EOF | python3\nimport shutil\nEOF\n", "echo $((cd /; rm -rf *))",
+           "case x in a) rm -rf /x;; esac"]
 SAFE = ["ls -la", "rm -rf build", "git status", "git push origin kanban/3", "python3 script.py",
         "grep -r x .", 'echo "rm -rf /" > notes.txt', "cd build && rm -rf *",
         "find . -name '*.pyc' -delete", "find . -exec rm -rf {} +", "git config user.name",
         "git config --get user.email", "git config -l", "bash build.sh", "sh -c 'ls -la'",
         "cat /etc/hosts > hosts.txt", "pytest -q 2>&1 | tail -5", "kill -9 1234",
-        "echo 'kill -9 -1'", "git log --oneline | head", "mv a.txt b.txt", "make test"]
+        "echo 'kill -9 -1'", "git log --oneline | head", "mv a.txt b.txt", "make test",
+        "echo MARKER-$((6 * 7))", "[[ -d build ]] && rm -rf build", "time make"]
 
 
 @pytest.mark.parametrize(("command", "rule"), DANGEROUS.items())
