@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kanban.state.config import Profile
 from kanban.tools.policy import judge
@@ -84,7 +86,7 @@ UNKNOWN = ["$(echo rm) -rf /x", "$CMD -rf /x", "xargs rm -rf < list",
            "node -e 'require(\"fs\").rmSync(\"/x\",{recursive:true})'", "ruby -e 'x'",
            "php -r 'x;'", "cat script | bash", "rm -rf \"$TARGET\"", "bash -c \"$X\"",
            "cat <<EOF | python3\nimport shutil\nEOF\n", "echo $((cd /; rm -rf *))",
-           "case x in a) rm -rf /x;; esac"]
+           "case x in a) rm -rf /x;; esac", "echo x'${'$ && rm -rf /x"]
 SAFE = ["ls -la", "rm -rf build", "git status", "git push origin kanban/3", "python3 script.py",
         "grep -r x .", 'echo "rm -rf /" > notes.txt', "cd build && rm -rf *",
         "find . -name '*.pyc' -delete", "find . -exec rm -rf {} +", "git config user.name",
@@ -108,6 +110,14 @@ def test_commands_whose_effect_is_not_in_their_text_are_unknown(command: str) ->
 @pytest.mark.parametrize("command", SAFE)
 def test_ordinary_commands_stay_safe(command: str) -> None:
     assert judge(command).kind == "safe", judge(command)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([*"$(){}[]<>|&;`'\"\\ \n*~/.-=!#rmfsh", "rm -rf ", "sh -c ",
+                                 "eval ", "$((", "<<EOF\n", "find / -exec ", "git -c ", "cd /"]),
+                max_size=30))
+def test_any_text_gets_a_verdict_never_a_crash_or_a_hang(pieces: list[str]) -> None:
+    assert judge("".join(pieces)).kind in ("safe", "unknown", "dangerous")
 
 
 def test_an_absolute_path_inside_the_workspace_is_inside(tmp_path: Path) -> None:
