@@ -165,6 +165,16 @@ def git_rule(call: Call) -> Verdict | None:
     return None
 
 
+def git_environment(words: Sequence[Word]) -> Verdict | None:
+    """`GIT_CONFIG_KEY_0=core.hooksPath ... git commit`: `git -c` spelled as variables."""
+    for word in words:
+        name, _, value = word.text.partition("=")
+        if name == "GIT_CONFIG_PARAMETERS" or (name.startswith("GIT_CONFIG_KEY_") and
+                                               _runs_program(value)):
+            return danger(GIT_PROGRAM)
+    return None
+
+
 def _runs_program(key: str) -> bool:
     key = key.lower()
     exact = {"core.hookspath", "core.fsmonitor", "core.sshcommand", "core.gitproxy",

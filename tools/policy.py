@@ -24,6 +24,7 @@ from kanban.tools.command_rules import (
     Call,
     Verdict,
     danger,
+    git_environment,
     unknown,
 )
 from kanban.tools.shellparse import UNKNOWN_DIR, Simple, Unreadable, Word, read
@@ -108,6 +109,7 @@ class _Judge:
                     if r.writes and r.target is not None]
         if simple.words:
             verdicts.append(self.run(simple, simple.words, depth))
+        verdicts.append(git_environment((*simple.assignments, *simple.words)) or SAFE)
         return worst(verdicts)
 
     def run(self, simple: Simple, words: Sequence[Word], depth: int) -> Verdict:

@@ -52,6 +52,9 @@ DANGEROUS = {
     "git -c core.fsmonitor=x status": "git setting that runs a program",
     "git -c core.hooksPath=/tmp/h commit -m x": "git setting that runs a program",
     "git -c core.sshCommand=evil fetch": "git setting that runs a program",
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/tmp/h git commit":
+    "git setting that runs a program",
+    "export GIT_CONFIG_KEY_0=core.fsmonitor; git status": "git setting that runs a program",
     "echo x > .git/hooks/post-commit": "write into git hooks or config",
     "cp evil .git/hooks/pre-commit": "write into git hooks or config",
     "cd .git && tee hooks/pre-push < evil": "write into git hooks or config",
