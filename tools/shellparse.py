@@ -8,13 +8,13 @@ comes from a pipe. What the parser cannot read is a reason in `Reading.unknown`.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-import bashlex
 
 UNKNOWN_DIR = "?"  # a `cd` to a place known only when the command runs
 _BRACES = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")  # brace expansion: {a,b} or {1..9}
@@ -69,11 +69,18 @@ def read(command: str, cwd: str = ".") -> Reading:
         raise Unreadable("a ${...} this reader cannot follow (spaces or quotes inside)")
     walker = _Walker(command, cwd)
     try:
-        for tree in bashlex.parse(command):
+        for tree in bashlex().parse(command):
             walker.node(tree)
     except Exception as exc:  # noqa: BLE001 (a parser on hostile text: any failure is UNKNOWN)
         raise Unreadable(_first_line(str(exc)) or type(exc).__name__) from None
     return walker.reading
+
+
+@functools.cache
+def bashlex() -> Any:
+    """The parser, imported on first use: building its grammar tables takes half a second,
+    which only workers that run commands pay (a forkserver preloads it for its workers)."""
+    return importlib.import_module("bashlex")
 
 
 def readable(command: str) -> str:
@@ -260,7 +267,9 @@ def _programs(node: Any) -> set[str]:
     """The first words of every command under `node`."""
     found: set[str] = set()
 
-    class Visitor(bashlex.ast.nodevisitor):
+    visitor: Any = bashlex().ast.nodevisitor
+
+    class Visitor(visitor):
         def visitcommand(self, n: Any, parts: Any) -> None:
             words = [p.word for p in parts if p.kind == "word"]
             if words:
@@ -276,7 +285,9 @@ def _multiplying(node: Any) -> tuple[set[str], bool]:
     piped: set[str] = set()
     background = [False]
 
-    class Visitor(bashlex.ast.nodevisitor):
+    visitor: Any = bashlex().ast.nodevisitor
+
+    class Visitor(visitor):
         def visitpipeline(self, n: Any, parts: Any) -> None:
             for part in parts:
                 if part.kind == "command":
