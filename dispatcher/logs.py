@@ -12,6 +12,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from kanban.textsafety import json_safe, visible
+
 LOGGER = "kanban.dispatcher"
 log = logging.getLogger(LOGGER)
 LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG}
@@ -31,7 +33,7 @@ class TextFormatter(logging.Formatter):
         stamp = f"{at.strftime('%Y-%m-%d %H:%M:%S')}.{int(record.msecs):03d} " \
                 f"{offset[:3]}:{offset[3:]}"
         level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
-        return f"{stamp} {level}{record.getMessage()}"
+        return f"{stamp} {level}{visible(record.getMessage())}"  # errors quote model text
 
 
 class JsonFormatter(logging.Formatter):
@@ -43,7 +45,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(), "message": record.getMessage(),
         }
         data.update(getattr(record, "fields", {}))
-        return json.dumps(data, default=str, ensure_ascii=False)
+        return json_safe(json.dumps(data, default=str, ensure_ascii=False))
 
 
 def configure(*, level: int = 1, fmt: str = "text", path: str | None = None,

@@ -13,6 +13,7 @@ from kanban.dispatcher.options import DispatchOptions
 from kanban.service import Kanban
 from kanban.state.config import SCRIPTED_DEMO, resolve_config
 from kanban.state.paths import DbLocation
+from kanban.tools.sandbox import check_sandbox
 
 
 def build_dispatcher(kb: Kanban, location: DbLocation,
@@ -31,6 +32,11 @@ def startup_notes(dispatcher: Dispatcher) -> list[str]:
     """What a person should know as the dispatcher starts."""
     default = dispatcher.config.profile("default")
     notes: list[str] = []  # the worker limit and board are in the "started" log line
+    sandbox = check_sandbox()  # cached: the dispatcher's registration asks the same
+    if not sandbox.available:
+        notes.append(f"commands are UNSANDBOXED: {sandbox.reason}. Unknown and dangerous "
+                     "commands wait for a person's approval, even under approval = \"allow\" "
+                     "(unless the profile also says sandbox = \"off\")")
     if default.model is None and default.resolved_model(dispatcher.env) == SCRIPTED_DEMO:
         notes.append("no API key configured: the default profile uses the offline scripted "
                      "demo model (set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a model in "

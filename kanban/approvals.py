@@ -1,4 +1,5 @@
-"""Approvals: a person's decision on a dangerous command a card's agent asked to run.
+"""Approvals: a person's decision on a command (dangerous, or one the gate cannot judge) a
+card's agent asked to run.
 
 A worker under `approval = "ask"` records a pending approval and blocks its card in one
 transaction. `approve` / `deny` decide every pending approval of a card and return the
@@ -51,7 +52,9 @@ def request(conn: Conn, card_id: int, command: str, pattern: str, *, run_id: int
         "VALUES (:card, :run, :command, :pattern, :pending, :now) RETURNING id",
         {"card": card_id, "run": run_id, "command": command, "pattern": pattern,
          "pending": PENDING, "now": now})
-    reason = (f"needs approval to run a dangerous command (matches {pattern}): {command}\n"
+    what = (pattern if pattern.startswith("unknown command") else
+            f"a dangerous command (matches {pattern})")
+    reason = (f"needs approval to run {what}: {command}\n"
               f"Run `kanban approve {card_id}` to let the next attempt run it, or "
               f"`kanban deny {card_id} --reason ...`.")
     block(conn, card_id, reason[:v.MAX_COMMENT], now=now, actor=actor)

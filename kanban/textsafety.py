@@ -9,6 +9,7 @@ every face shows stored text through `visible`, which spells each control out in
 from __future__ import annotations
 
 import re
+import secrets
 
 # Escape sequences whole: CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), two-byte ones;
 # and the 8-bit CSI/OSC introducers with their bodies.
@@ -18,7 +19,11 @@ _SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\x9c]*(?:\x07|\
 UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 _UNSAFE = re.compile(f"[{UNSAFE}]")
 _UNSAFE_OR_NEWLINE = re.compile(f"[{UNSAFE}\n\t]")
-_SGR = re.compile(r"\x1b\[[0-9;]*m")  # colour and weight: what the CLI's own paint() emits
+# The CLI's own colours travel marked with a key this process drew at start: stored text
+# cannot carry the mark (it was written before the key existed), so any escape sequence in
+# it is spelled out like every other control, colour codes included.
+_KEY = secrets.token_hex(8)
+_OWN_SGR = re.compile(f"\x1b{_KEY}\\[([0-9;]*)m")
 
 
 def has_controls(text: str) -> bool:
@@ -44,14 +49,20 @@ def visible(text: str, *, one_line: bool = False) -> str:
     return pattern.sub(_spell, text)
 
 
+def colour(codes: str) -> str:
+    """An SGR sequence (`31`, `1;31`, `0`) that `visible_line` lets through: the CLI's own."""
+    return f"\x1b{_KEY}[{codes}m"
+
+
 def visible_line(line: str) -> str:
-    """One line the CLI prints: controls spelled out, except the colour codes it added."""
+    """One line the CLI prints: controls spelled out, except the colours it added itself
+    (made with `colour`); an SGR code inside stored text is spelled out."""
     if "\x1b" not in line:
         return _UNSAFE.sub(_spell, line)
     parts, last = [], 0
-    for match in _SGR.finditer(line):
+    for match in _OWN_SGR.finditer(line):
         parts.append(_UNSAFE.sub(_spell, line[last:match.start()]))
-        parts.append(match.group())
+        parts.append(f"\x1b[{match.group(1)}m")
         last = match.end()
     parts.append(_UNSAFE.sub(_spell, line[last:]))
     return "".join(parts)

@@ -48,10 +48,12 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
     from kanban.agent.user_hooks import hook_points
     from kanban.state import open_database
     from kanban.state.paths import DbLocation
+    from kanban.tools.shellparse import bashlex
     from kanban.worker.sandboxing import probe_host
 
     agent.preload(providers)
     probe_host()
+    bashlex()  # the command gate's parser: half a second of grammar tables, once
     # The installed plug-ins, scanned once here rather than in every worker (~30 ms each).
     hook_points()
     toolsets.plugins()

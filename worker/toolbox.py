@@ -18,6 +18,7 @@ from kanban.tools.catalog import REGISTRY
 from kanban.tools.delegate import LeadScope
 from kanban.tools.registry import Tool, Toolbox
 from kanban.tools.runner import Runner
+from kanban.tools.sandbox import BwrapRunner
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS
 from kanban.tools.workbench import Workbench, command_env
@@ -37,11 +38,16 @@ def card_toolsets(card: CardRecord, profile: Profile, config: Config) -> list[st
     return list(dict.fromkeys(chosen))
 
 
-def approval_mode(card: CardRecord, profile: Profile) -> str:
-    """The profile's setting; unset, delegated cards refuse dangerous commands and others ask."""
-    if profile.approval is not None:
-        return profile.approval
-    return "deny" if card.parent_id is not None else "ask"
+def approval_mode(card: CardRecord, profile: Profile, *, sandboxed: bool = True) -> str:
+    """The profile's setting; unset, delegated cards refuse unknown and dangerous commands
+    and others ask. Without a sandbox, `allow` asks too, unless the profile itself turned the
+    sandbox off (`sandbox = "off"` with `approval = "allow"`: its author said "I know")."""
+    mode = profile.approval
+    if mode is None:
+        return "deny" if card.parent_id is not None else "ask"
+    if mode == "allow" and not sandboxed and profile.sandbox != "off":
+        return "ask"
+    return mode
 
 
 def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: WorkerScope,
@@ -51,7 +57,8 @@ def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: Work
     timeout = card.timeout_s or profile.timeout_s
     search_var = config.web.search_key_env
     return Workbench(
-        workspace=workspace.path, profile=profile, approval=approval_mode(card, profile),
+        workspace=workspace.path, profile=profile,
+        approval=approval_mode(card, profile, sandboxed=isinstance(runner, BwrapRunner)),
         env=command_env(env, workspace.path, drop=(search_var,) if search_var else ()),
         runner=runner, web=config.web, scope=scope, network=network,
         deadline=(started if started is not None else time.monotonic()) + timeout

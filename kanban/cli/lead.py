@@ -35,6 +35,7 @@ from kanban.cli.swarm import (
     workers_option,
 )
 from kanban.errors import KanbanError
+from kanban.textsafety import visible
 
 if TYPE_CHECKING:
     from kanban.children import ChildStatus
@@ -317,7 +318,7 @@ class _Progress:
 
             from kanban.state.timeutil import utcnow
 
-            self.live.update(Text("\n".join(children_lines(statuses, utcnow()))))
+            self.live.update(Text(visible("\n".join(children_lines(statuses, utcnow())))))
 
     def __exit__(self, *exc: object) -> None:
         if self.live is not None:

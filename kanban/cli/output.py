@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from kanban.textsafety import json_safe, visible_line
+from kanban.textsafety import colour, json_safe, visible_line
 
 _ANSI = {"bold": "1", "dim": "2", "italic": "3", "red": "31", "green": "32", "yellow": "33",
          "blue": "34", "magenta": "35", "cyan": "36", "white": "37"}
@@ -87,7 +87,7 @@ def paint(text: str, style: str, *, stream: Any = None) -> str:
     if not style or not colour_on(stream):
         return text
     codes = ";".join(_ANSI[word] for word in style.split() if word in _ANSI)
-    return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
+    return f"{colour(codes)}{text}{colour('0')}" if codes else text
 
 
 def when(at: datetime | None) -> str:

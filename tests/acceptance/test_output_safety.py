@@ -4,6 +4,7 @@ out; input with C1 controls or bidi overrides is refused; and the smaller hostil
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import stat
@@ -77,3 +78,19 @@ def test_a_closed_pipe_is_a_quiet_exit(board: BoardFiles) -> None:
             err = proc.stderr.read().decode()
             proc.wait(timeout=60)
         assert err == "" and proc.returncode in (0, 141), (command, proc.returncode, err)
+
+
+HIDDEN = "visible \x1b[8mhidden from view\x1b[0m and \x1b[31mred\x1b[0m"
+
+
+def test_a_models_colour_codes_are_spelled_out_not_obeyed(board: BoardFiles) -> None:
+    spec = board.script("painter", [{"text": HIDDEN}])
+    board.configure(f'[profiles.painter]\nmodel = "{spec}"\n')
+    card = board.add("paint the terminal", profile="painter")
+    kanban(board.path, "dispatch", "--once")
+    with sqlite3.connect(board.path) as conn:  # the title too, as an older version stored it
+        conn.execute("UPDATE card SET title = ? WHERE id = ?", (HIDDEN, card))
+    for command in (("log", str(card)), ("show", str(card)), ("board",), ("list",)):
+        out = kanban(board.path, *command, env={**os.environ, "COLUMNS": "300"}).stdout
+        assert "\x1b" not in out, (command, out)
+        assert "\\x1b[8mhidden" in out and "\\x1b[31mred" in out, (command, out)
