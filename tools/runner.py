@@ -4,23 +4,41 @@ The runner knows nothing of agents or cards. A `CommandSpec` says what to run an
 which bounds; a runner returns a `CommandResult` whose whole output sits in a file (the
 caller decides how much of it a model sees). `PlainRunner` isolates by process group and
 rlimits; `kanban.tools.sandbox.BwrapRunner` adds a bubblewrap sandbox around it.
+
+Without a sandbox, a command still dies with the process that runs it: its first process
+gets a parent-death signal, and when that process is a child subreaper (a worker is), the
+daemons a command leaves behind (`setsid`, double forks) are adopted by it and killed as
+the command ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
+
+from kanban.tools.procctl import (
+    children,
+    die_with_parent,
+    is_subreaper,
+    kill_adopted,
+    wait_group_gone,
+)
 
 KILL_GRACE_S = 2.0
+CHECK_AFTER_S = 1.0  # a command's `check` is first polled once it has run this long
+CHECK_EVERY_S = 0.5  # then at this pace, slower when the check itself is slow:
+CHECK_SHARE = 0.1  # at most this share of the time goes to checking
+CHECK_MAX_EVERY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,8 @@ class CommandSpec:
     output_path: Path
     rlimits: Rlimits = field(default_factory=Rlimits)
     stdin: bytes | None = None  # None: stdin is closed (/dev/null)
+    # Polled while the command runs (see CHECK_*): a reason it returns stops the command.
+    check: Callable[[], str | None] | None = None
 
     @classmethod
     def shell(cls, command: str, **kwargs: object) -> CommandSpec:
@@ -60,6 +80,7 @@ class CommandResult:
     timed_out: bool = False
     cancelled: bool = False
     error: str | None = None  # the command could not be started
+    stopped: str | None = None  # the spec's check stopped it, for this reason
 
     def read_head_tail(self, cap: int) -> tuple[str, bool]:
         """The output as text, cut to about `cap` characters (head and tail kept)."""
@@ -115,12 +136,11 @@ class PlainRunner:
     def run(self, spec: CommandSpec) -> CommandResult:
         started = time.monotonic()
         spec.output_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        adopter = is_subreaper()
+        before = children() if adopter else {}
         with open(spec.output_path, "wb") as out:
             try:
-                proc = subprocess.Popen(
-                    self.argv(spec), cwd=spec.cwd, env=dict(spec.env),
-                    stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
-                    stdout=out, stderr=subprocess.STDOUT, process_group=0, close_fds=True)
+                proc = self._start(spec, out)
             except OSError as exc:
                 return CommandResult(None, spec.output_path, 0, 0.0,
                                      error=f"cannot start the command: {exc.strerror}")
@@ -130,30 +150,58 @@ class PlainRunner:
             if cancelled:
                 kill_group(proc)
             try:
-                code, timed_out = self._wait(proc, spec)
+                code, timed_out, stopped = self._wait(proc, spec)
             finally:
                 with self._lock:
                     self._live.pop(proc.pid, None)
+                if adopter:
+                    wait_group_gone(proc.pid, KILL_GRACE_S)
+                    self._sweep(before)
         size = spec.output_path.stat().st_size
         return CommandResult(code, spec.output_path, size, time.monotonic() - started,
-                             timed_out=timed_out, cancelled=self._cancelled and code is None)
+                             timed_out=timed_out, cancelled=self._cancelled and code is None,
+                             stopped=stopped)
 
-    def _wait(self, proc: subprocess.Popen[bytes], spec: CommandSpec) -> tuple[int | None, bool]:
+    def _start(self, spec: CommandSpec, out: IO[bytes]) -> subprocess.Popen[bytes]:
+        # The death signal goes to the command's first process (prlimit, which execs
+        # timeout): killed with us, it leaves the rest of the command orphaned, and the
+        # subreaper above us (the forkserver) kills what it adopts.
+        return subprocess.Popen(
+            self.argv(spec), cwd=spec.cwd, env=dict(spec.env),
+            stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
+            stdout=out, stderr=subprocess.STDOUT, process_group=0, close_fds=True,
+            preexec_fn=functools.partial(die_with_parent, os.getpid()))
+
+    def _sweep(self, before: Mapping[int, int]) -> None:
+        """Kill what the command left behind and we adopted: children that are neither ours
+        from before it started nor another command still running."""
+        with self._lock:
+            running = set(self._live)
+        kill_adopted(lambda pid, start: before.get(pid) == start or pid in running)
+
+    def _wait(self, proc: subprocess.Popen[bytes], spec: CommandSpec
+              ) -> tuple[int | None, bool, str | None]:
+        """(exit code, timed out, the check's reason to stop it)."""
         if spec.stdin is not None:
             assert proc.stdin is not None
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(spec.stdin)
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()
+        deadline = time.monotonic() + max(0.0, spec.timeout_s)
+        stopped = _watch(proc, spec.check, deadline) if spec.check is not None else None
+        if stopped is not None:
+            kill_group(proc)
+            return None, False, stopped
         try:
-            code = proc.wait(timeout=max(0.0, spec.timeout_s))
+            code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             kill_group(proc)
-            return None, True
+            return None, True, None
         # The shell may have exited while its children still run in the group.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        return (None if code < 0 and self._cancelled else code), False
+        return (None if code < 0 and self._cancelled else code), False, None
 
     def cancel_all(self) -> None:
         with self._lock:
@@ -161,6 +209,25 @@ class PlainRunner:
             live = list(self._live.values())
         for proc in live:
             kill_group(proc)
+
+
+def _watch(proc: subprocess.Popen[bytes], check: Callable[[], str | None],
+           deadline: float) -> str | None:
+    """Poll `check` while the command runs (until `deadline`); its reason to stop, or None
+    once the command exited or its time is up. A slow check is polled less often."""
+    pause = CHECK_AFTER_S
+    while (wait_s := min(pause, deadline - time.monotonic())) > 0:
+        try:
+            proc.wait(timeout=wait_s)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        began = time.monotonic()
+        reason = check()
+        if reason is not None:
+            return reason
+        pause = min(CHECK_MAX_EVERY_S, max(CHECK_EVERY_S, (time.monotonic() - began) / CHECK_SHARE))
+    return None
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
