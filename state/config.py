@@ -49,6 +49,7 @@ class Profile:
     approval: str | None = None  # deny | ask | allow; None: ask, or deny for delegated cards
     dangerous_patterns: tuple[str, ...] = ()  # regexes, beside the built-in list
     max_file_bytes: int = 1_048_576  # the largest file the file tools read or write
+    max_workspace_bytes: int = 4 << 30  # the disk a card's workspace may take; past it: blocked
     command_timeout_s: float = 120.0  # terminal's default; always within the card's time
     network: bool = True  # false: commands run without a network; web tools refuse
     sandbox: str = "auto"  # auto: bwrap when it works here | required: refuse without | off

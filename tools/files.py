@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kanban.agent.types import ToolResult
 from kanban.state.errors import KanbanError
+from kanban.tools import budget
 from kanban.tools.confine import as_text, inside, read_bytes, shown, write_text
 from kanban.tools.registry import ToolRegistry
 from kanban.tools.workbench import Workbench
@@ -41,14 +43,17 @@ def read_file(args: dict[str, Any], bench: Workbench) -> str:
     return bench.bounded("\n".join([head, *body]), "read")
 
 
-def write_file(args: dict[str, Any], bench: Workbench) -> str:
+def write_file(args: dict[str, Any], bench: Workbench) -> str | ToolResult:
     name = args["path"]
     path = inside(bench.workspace, name)
+    refusal = budget.write_refusal(bench, path, len(args["content"].encode("utf-8")))
+    if refusal is not None:
+        return refusal
     size = write_text(path, name, args["content"], bench.profile.max_file_bytes)
     return f"wrote {size:,} bytes to {shown(bench.workspace, path)}"
 
 
-def edit_file(args: dict[str, Any], bench: Workbench) -> str:
+def edit_file(args: dict[str, Any], bench: Workbench) -> str | ToolResult:
     name, old, new = args["path"], args["old"], args["new"]
     path = inside(bench.workspace, name)
     text = as_text(read_bytes(path, name, bench.profile.max_file_bytes), name)
@@ -59,7 +64,11 @@ def edit_file(args: dict[str, Any], bench: Workbench) -> str:
     if count > 1:
         raise KanbanError(f"edit_file: the old text matches {count} times in {name}; include "
                           "more surrounding lines so it matches exactly once")
-    write_text(path, name, text.replace(old, new, 1), bench.profile.max_file_bytes)
+    edited = text.replace(old, new, 1)
+    refusal = budget.write_refusal(bench, path, len(edited.encode("utf-8")))
+    if refusal is not None:
+        return refusal
+    write_text(path, name, edited, bench.profile.max_file_bytes)
     line = text[: text.index(old)].count("\n") + 1
     return f"edited {shown(bench.workspace, path)} at line {line}"
 
