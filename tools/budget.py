@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 from kanban import transitions
@@ -22,6 +23,9 @@ BLOCK = 512  # st_blocks counts these
 # A command may write a file this much past what is left, so that reaching its file-size
 # limit always leaves the workspace past the budget (block rounding cannot hide it).
 OVERSHOOT = 64 * 1024
+REUSE_FACTOR = 20.0  # a measure that took t seconds serves a quick check for 20 t seconds
+REUSE_MAX_S = 60.0
+_measured: dict[str, tuple[float, int, float]] = {}  # workspace -> (when, bytes, cost)
 
 
 def disk_usage(root: Path, stop_above: int | None = None) -> int:
@@ -66,8 +70,17 @@ def limit(bench: Workbench) -> int:
     return bench.profile.max_workspace_bytes
 
 
-def used(bench: Workbench) -> int:
-    return disk_usage(bench.workspace, stop_above=limit(bench))
+def used(bench: Workbench, *, recent: bool = False) -> int:
+    """The workspace's disk usage (up to just past its budget). `recent`: a measure taken
+    lately will do (a big workspace takes a second to walk: at most every 20 such)."""
+    key, now = str(bench.workspace), time.monotonic()
+    if recent and key in _measured:
+        at, size, cost = _measured[key]
+        if now - at < min(REUSE_MAX_S, REUSE_FACTOR * cost):
+            return size
+    size = disk_usage(bench.workspace, stop_above=limit(bench))
+    _measured[key] = (now, size, time.monotonic() - now)
+    return size
 
 
 def over(bench: Workbench) -> str | None:
@@ -83,7 +96,7 @@ def over(bench: Workbench) -> str | None:
 def command_room(bench: Workbench) -> int:
     """The most a command may write to one file: what is left of the budget (and a little
     more, see OVERSHOOT); 0 when nothing is left."""
-    left = limit(bench) - used(bench)
+    left = limit(bench) - used(bench, recent=True)
     return left + OVERSHOOT if left > 0 else 0
 
 
@@ -94,7 +107,7 @@ def write_refusal(bench: Workbench, path: Path, size: int) -> ToolResult | None:
         replaced = os.lstat(path).st_blocks * BLOCK
     except OSError:
         replaced = 0
-    after = used(bench) - replaced + size
+    after = used(bench, recent=True) - replaced + size
     if after <= limit(bench):
         return None
     return exceeded(bench, f"writing {size:,} bytes would take the card's workspace past its "

@@ -35,8 +35,8 @@ from kanban.tools.procctl import (
 )
 
 KILL_GRACE_S = 2.0
-CHECK_AFTER_S = 1.0  # a command's `check` is first polled once it has run this long
-CHECK_EVERY_S = 0.5  # then at this pace, slower when the check itself is slow:
+CHECK_AFTER_S = 0.1  # a command's `check` is first polled once it has run this long
+CHECK_EVERY_S = 0.1  # then at this pace, slower when the check itself is slow:
 CHECK_SHARE = 0.1  # at most this share of the time goes to checking
 CHECK_MAX_EVERY_S = 10.0
 

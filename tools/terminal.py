@@ -38,7 +38,8 @@ def terminal(args: dict[str, Any], bench: Workbench) -> ToolResult:
     past = result.stopped or budget.over(bench)
     if past is None:
         return described
-    blocked = budget.exceeded(bench, past, "the command was stopped or ended past the budget")
+    what = "the command was stopped" if result.stopped else "the command ended past the budget"
+    blocked = budget.exceeded(bench, past, what)
     return ToolResult(f"{blocked.content}\n{described.content}", is_error=True,
                       ends_run=blocked.ends_run)
 
