@@ -71,7 +71,7 @@ DAEMONS = {
     "double fork": "(sleep {m} > /dev/null 2>&1 &) ; exit",
     "setsid -f": "setsid -f sleep {m} > /dev/null 2>&1",
     "a daemon's own child": "setsid sh -c 'sleep {m} & sleep {m}' > /dev/null 2>&1 &",
-    "setsid and nohup": "nohup setsid sleep {m} > /dev/null 2>&1 & disown",
+    "nohup setsid, given time": "nohup setsid sleep {m} > /dev/null 2>&1 & sleep 0.5",
 }
 
 
