@@ -163,14 +163,12 @@ class PlainRunner:
                              stopped=stopped)
 
     def _start(self, spec: CommandSpec, out: IO[bytes]) -> subprocess.Popen[bytes]:
-        # The death signal goes to the command's first process (prlimit, which execs
-        # timeout): killed with us, it leaves the rest of the command orphaned, and the
-        # subreaper above us (the forkserver) kills what it adopts.
+        argv = self.argv(spec)
         return subprocess.Popen(
-            self.argv(spec), cwd=spec.cwd, env=dict(spec.env),
+            argv, cwd=spec.cwd, env=dict(spec.env),
             stdin=subprocess.PIPE if spec.stdin is not None else subprocess.DEVNULL,
             stdout=out, stderr=subprocess.STDOUT, process_group=0, close_fds=True,
-            preexec_fn=functools.partial(die_with_parent, os.getpid()))
+            preexec_fn=functools.partial(die_with_parent, os.getpid(), _death_signal(argv)))
 
     def _sweep(self, before: Mapping[int, int]) -> None:
         """Kill what the command left behind and we adopted: children that are neither ours
@@ -209,6 +207,17 @@ class PlainRunner:
             live = list(self._live.values())
         for proc in live:
             kill_group(proc)
+
+
+def _death_signal(argv: Sequence[str]) -> int:
+    """What the command's first process gets when the thread that started it ends (the
+    death signal survives exec, not fork). Under `timeout` (prlimit execs it), SIGTERM: it
+    passes the signal to the command's whole process group and SIGKILLs it after a grace
+    period, and the command cannot ignore it there. Otherwise SIGKILL, since bash may trap
+    SIGTERM. Either way what left the group is orphaned: the subreaper above (a forkserver)
+    kills it."""
+    first = argv[argv.index("--") + 1] if argv[:1] == ["prlimit"] else "".join(argv[:1])
+    return signal.SIGTERM if first == "timeout" else signal.SIGKILL
 
 
 def _watch(proc: subprocess.Popen[bytes], check: Callable[[], str | None],

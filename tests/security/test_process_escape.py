@@ -30,8 +30,9 @@ def marker() -> str:
     return f"300{random.randrange(10**8):08d}"
 
 
-def marked(mark: str) -> list[int]:
-    """Living processes whose argv holds `mark` (zombies wait for a reaper: they are dead)."""
+def marked(mark: str, program: bytes = b"") -> list[int]:
+    """Living processes whose argv holds `mark` (zombies wait for a reaper: they are dead),
+    running `program` if one is named."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -41,7 +42,8 @@ def marked(mark: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if mark.encode() in argv and state not in ("Z", "X"):
+        if mark.encode() in argv and state not in ("Z", "X") \
+                and argv.startswith(program + b"\0" if program else b""):
             found.append(int(entry.name))
     return found
 
@@ -105,18 +107,24 @@ def once_then_complete(call: tuple[str, dict[str, Any]]) -> Any:
     return respond
 
 
-@pytest.mark.parametrize("sandbox", ["off", "required"])
+@pytest.mark.parametrize(("sandbox", "cold"), [("off", False), ("required", False),
+                                               ("off", True)])
 def test_a_running_command_and_its_daemon_die_with_a_killed_worker(
-        attack: Attack, tmp_path: Path, sandbox: str) -> None:
+        attack: Attack, tmp_path: Path, sandbox: str, cold: bool) -> None:
+    """A cold worker's parent is the dispatcher, which adopts nothing: there only the
+    command's own process group is sure to die (its `timeout` gets the death signal)."""
     attack.configure(profile(sandbox))
     mark, card = marker(), attack.board.add("long command", profile="attacker")
-    command = f"setsid sleep {mark} > /dev/null 2>&1 & sleep {mark}"
+    daemon = "" if cold else f"setsid sleep {mark} > /dev/null 2>&1 & "
+    command = f"{daemon}sleep {mark} & sleep {mark}"
     with LLMServer(responder=once_then_complete(
             ("terminal", {"command": command, "timeout_s": 600}))) as server:
-        dispatcher = start_dispatcher(attack.board.path, env=attack.canaries.env(server),
+        dispatcher = start_dispatcher(attack.board.path, *(["--cold"] if cold else []),
+                                      env=attack.canaries.env(server),
                                       log=tmp_path / "dispatcher.log")
         try:
-            wait_until(lambda: len(marked(mark)) >= 2, timeout=60, what="the command running")
+            wait_until(lambda: len(marked(mark, b"sleep")) == (2 if cold else 3), timeout=60,
+                       what="the command's sleeps running")
             worker = query(attack.board.path, "SELECT pid FROM run WHERE card_id = ? AND pid "
                            "IS NOT NULL ORDER BY id", card)[0][0]
             os.kill(worker, signal.SIGKILL)
