@@ -51,10 +51,10 @@ def disk_usage(root: Path, stop_above: int | None = None) -> int:
                     continue
                 seen.add((info.st_dev, info.st_ino))
             total += info.st_blocks * BLOCK
+            if stop_above is not None and total > stop_above:
+                return total
             if stat.S_ISDIR(info.st_mode):
                 pending.append(entry.path)
-        if stop_above is not None and total > stop_above:
-            break
     return total
 
 
