@@ -163,23 +163,26 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def kill_adopted(known: Iterable[tuple[int, int]] | Callable[[int, int], bool]) -> int:
-    """SIGKILL and reap every child of this process that `known` does not name (pairs of
-    pid and start time, or a predicate on them), again as their own children are adopted;
-    the number killed. Only a subreaper adopts: elsewhere its children are all its own."""
+def kill_adopted(known: Iterable[tuple[int, int]] | Callable[[int, int], bool], *,
+                 reap: bool = True) -> int:
+    """SIGKILL every child of this process that `known` does not name (pairs of pid and
+    start time, or a predicate on them); the number killed. Only a subreaper adopts:
+    elsewhere its children are all its own. `reap`: wait for each and sweep again as their
+    own children are adopted; without it (an event loop that reaps on SIGCHLD and sweeps
+    again then), one round that never blocks."""
     is_known = known if callable(known) else _member(set(known))
     killed = 0
-    for _ in range(SWEEP_ROUNDS):
+    for _ in range(SWEEP_ROUNDS if reap else 1):
         strays = [pid for pid, start in children().items() if not is_known(pid, start)]
-        if not strays:
-            break
         for pid in strays:
             with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        killed += len(strays)
+        if not strays or not reap:
+            break
         for pid in strays:
             with suppress(ChildProcessError, OSError):
                 os.waitpid(pid, 0)  # dead now; its children are ours from this moment
-        killed += len(strays)
     return killed
 
 

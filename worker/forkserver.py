@@ -376,8 +376,10 @@ class ForkServer:
             reported = True
 
     def _sweep(self) -> None:
-        """Kill the processes a dead worker left to us (they are not workers of ours)."""
-        kill_adopted(lambda pid, start: pid in self.workers)
+        """Kill the processes a dead worker left to us (they are not workers of ours). Never
+        blocks: `_reap` collects them, and their own children, adopted as they die, wake us
+        for the next sweep."""
+        kill_adopted(lambda pid, start: pid in self.workers, reap=False)
 
     def close_spare(self) -> None:
         """At shutdown: the spare reads EOF and leaves."""
