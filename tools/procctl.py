@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import time
 from collections.abc import Callable, Iterable, MutableMapping
 from contextlib import suppress
 from pathlib import Path
@@ -110,6 +109,14 @@ def _scrub_block(names: set[bytes]) -> None:
         offset += len(entry) + 1
 
 
+def start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks after boot), or None if it is gone."""
+    try:
+        return int((_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def children(parent: int | None = None) -> dict[int, int]:
     """The living or zombie children of `parent` (default: this process): pid -> start time
     (clock ticks after boot; with the pid it names a process)."""
@@ -130,37 +137,6 @@ def children(parent: int | None = None) -> dict[int, int]:
             if len(fields) > 19 and int(fields[1]) == parent:
                 found[int(entry.name)] = int(fields[19])
     return found
-
-
-def wait_group_gone(pgid: int, timeout: float) -> bool:
-    """After a SIGKILL to group `pgid`: wait (bounded) until none of it is left but zombies,
-    so that the children it orphans are adopted before a sweep looks; True once gone."""
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while _group_alive(pgid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)  # the kernel tears the processes down; nothing to wait on
-        delay = min(delay * 2, 0.05)
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        entries = os.scandir(_PROC)
-    except OSError:
-        return False
-    with entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                return True
-    return False
 
 
 def kill_adopted(known: Iterable[tuple[int, int]] | Callable[[int, int], bool], *,

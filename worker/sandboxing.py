@@ -13,7 +13,7 @@ from kanban.service import Kanban
 from kanban.state.config import Config, Profile
 from kanban.state.errors import ConfigError
 from kanban.tools.procctl import become_subreaper, libc, seal_environment, undumpable
-from kanban.tools.runner import PlainRunner, Runner
+from kanban.tools.runner import PlainRunner, Runner, setpriv_pdeathsig
 from kanban.tools.sandbox import (
     BwrapRunner,
     SandboxCheck,
@@ -34,6 +34,7 @@ def probe_host() -> None:
     global _host_check
     _host_check = (os.environ.get("PATH", ""), check_sandbox())
     libc()
+    setpriv_pdeathsig()
 
 
 def host_check() -> SandboxCheck:
