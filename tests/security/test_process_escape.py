@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from kanban.tools.budget import disk_usage
+from tests.acceptance.conftest import slow_steps
 from tests.security.conftest import Attack
 from tests.support.llm_bodies import tool_results
 from tests.support.llm_server import LLMServer, Reply, text_reply, tool_reply
-from tests.support.procs import query, start_dispatcher, stop, wait_until
+from tests.support.procs import KANBAN, query, start_dispatcher, stop, wait_until
 from tests.support.sandbox import require_bwrap
 
 TERMINAL = 'toolsets = ["kanban", "terminal", "file"]\napproval = "allow"\n'
@@ -228,3 +229,22 @@ def test_a_command_reading_every_environ_finds_no_canary(attack: Attack) -> None
     assert "PATH=" in seen[0]  # it did read environment blocks
     assert not [v for v in attack.canaries.values if v in seen[0]]
     attack.assert_contained()
+
+
+def test_the_dispatcher_inside_kanban_swarm_holds_no_credential(attack: Attack) -> None:
+    """`kanban swarm --follow` (as `kanban run`) runs its own dispatcher when none serves
+    the board: that command's environment block is sealed too."""
+    slow = attack.board.script("slow", slow_steps(0.5, 6))
+    attack.board.configure(f'[profiles.slow]\nmodel = "{slow}"\n')
+    with LLMServer() as server:
+        command = subprocess.Popen(
+            [*KANBAN, "--db", str(attack.board.path), "swarm", "count", "--part", "a",
+             "--profile", "slow", "--follow"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env=attack.canaries.env(server))
+        try:
+            wait_until(lambda: query(attack.board.path, "SELECT pid FROM run WHERE pid IS "
+                                     "NOT NULL"), timeout=60, what="a worker of the swarm")
+            leaks = _environ_leaks(command.pid, attack.canaries.values)
+        finally:
+            command.wait(timeout=120)
+    assert leaks == []
