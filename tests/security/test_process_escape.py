@@ -135,8 +135,10 @@ def test_a_running_command_and_its_daemon_die_with_a_killed_worker(
             stop(dispatcher)
 
 
-def test_one_huge_file_stops_at_the_budget_and_blocks_the_card(attack: Attack) -> None:
-    attack.configure(profile("off"), f"max_workspace_bytes = {BUDGET}")
+@pytest.mark.parametrize("sandbox", ["off", "required"])
+def test_one_huge_file_stops_at_the_budget_and_blocks_the_card(attack: Attack,
+                                                              sandbox: str) -> None:
+    attack.configure(profile(sandbox), f"max_workspace_bytes = {BUDGET}")
     card, _ = attack.run([("terminal", {"command": "head -c 2G /dev/zero > big; ls -l"})])
     status, error = attack.card(card)
     seen = shown(attack, card)
