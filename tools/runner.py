@@ -8,7 +8,9 @@ rlimits; `kanban.tools.sandbox.BwrapRunner` adds a bubblewrap sandbox around it.
 Without a sandbox, a command still dies with the process that runs it: its first process
 gets a parent-death signal, and when that process is a child subreaper (a worker is), the
 daemons a command leaves behind (`setsid`, double forks) are adopted by it and killed as
-the command ends.
+the command ends. (A PID namespace per command would do it in one stroke, but only as root
+or through a user namespace that changes who the command is; the subreaper works for every
+user on every Linux, and bubblewrap already gives a PID namespace where it runs.)
 """
 
 from __future__ import annotations
