@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kanban import control
+from kanban.dispatcher.environment import seal_dispatcher
 from kanban.dispatcher.loop import Dispatcher, DispatchOptions
 from kanban.dispatcher.service import build_dispatcher
 from kanban.service import Kanban
@@ -23,6 +24,7 @@ def dispatcher_for(kb: Kanban, location: DbLocation, board: str) -> Iterator[Dis
         return
     dispatcher = build_dispatcher(kb, location, DispatchOptions(board=board,
                                                                 drain_timeout_s=10.0))
+    seal_dispatcher()  # this command is a dispatcher now: its credentials out of reach
     dispatcher.start()  # here, so a failure to start reaches the caller
     thread = threading.Thread(target=dispatcher.serve, name="embedded-dispatcher", daemon=True)
     thread.start()

@@ -4,10 +4,13 @@ profile's credentials."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Mapping, MutableMapping, Sequence
 
 from kanban.records import Claim
 from kanban.state.config import CONFIG_ENV, Config, Profile
+from kanban.tools.procctl import seal_environment, undumpable
+from kanban.tools.workbench import is_credential
 from kanban.workspaces import WORKSPACE_ENV, Workspace
 
 PASS_THROUGH = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME",
@@ -18,6 +21,15 @@ CREDENTIALS = {
     "scripted": (),
 }
 CREDENTIALS["openai-responses"] = CREDENTIALS["openai"]
+
+
+def seal_dispatcher(environ: MutableMapping[str, str] = os.environ) -> None:
+    """This process is about to run a dispatcher: non-dumpable, and no credential left in
+    its environment block (/proc/PID/environ) nor inherited by what it starts without an
+    explicit environment. `environ` (Python's copy) keeps them: a dispatcher copies it and
+    hands each worker exactly its profile's credentials from that copy."""
+    undumpable()
+    seal_environment(environ, is_credential)
 
 
 def base_env(env: Mapping[str, str]) -> dict[str, str]:

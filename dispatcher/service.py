@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from kanban.dispatcher.environment import seal_dispatcher
 from kanban.dispatcher.loop import Dispatcher
 from kanban.dispatcher.options import DispatchOptions
 from kanban.service import Kanban
@@ -69,6 +70,7 @@ def stop_on_signals(dispatcher: Dispatcher) -> Iterator[None]:
 def dispatch(kb: Kanban, location: DbLocation, options: DispatchOptions, *,
              once: bool = False, say: Callable[[str], None] = print) -> Dispatcher:
     dispatcher = build_dispatcher(kb, location, options)
+    seal_dispatcher()
     for note in startup_notes(dispatcher):
         say(note)
     with stop_on_signals(dispatcher):

@@ -49,6 +49,7 @@ class Profile:
     approval: str | None = None  # deny | ask | allow; None: ask, or deny for delegated cards
     dangerous_patterns: tuple[str, ...] = ()  # regexes, beside the built-in list
     max_file_bytes: int = 1_048_576  # the largest file the file tools read or write
+    max_workspace_bytes: int = 4 << 30  # the disk a card's workspace may take; past it: blocked
     command_timeout_s: float = 120.0  # terminal's default; always within the card's time
     # false: commands run without a network and web tools refuse; a list of host patterns
     # (kanban.state.network): only those, through the worker's proxy.

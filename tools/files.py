@@ -7,7 +7,9 @@ import re
 import stat
 from typing import Any
 
+from kanban.agent.types import ToolResult
 from kanban.state.errors import KanbanError
+from kanban.tools import budget
 from kanban.tools.confine import Entry, as_text, read_at, read_bytes, write_text
 from kanban.tools.confine import entries as walk
 from kanban.tools.registry import ToolRegistry
@@ -40,14 +42,18 @@ def read_file(args: dict[str, Any], bench: Workbench) -> str:
     return bench.bounded("\n".join([head, *body]), "read")
 
 
-def write_file(args: dict[str, Any], bench: Workbench) -> str:
+def write_file(args: dict[str, Any], bench: Workbench) -> str | ToolResult:
     name = args["path"]
+    content = args["content"]
     with bench.wall().resolve(name, make_folders=True) as found:
-        size = write_text(found, name, args["content"], bench.profile.max_file_bytes)
+        refusal = budget.write_refusal(bench, found.info, len(content.encode("utf-8")))
+        if refusal is not None:
+            return refusal
+        size = write_text(found, name, content, bench.profile.max_file_bytes)
         return f"wrote {size:,} bytes to {found.shown}"
 
 
-def edit_file(args: dict[str, Any], bench: Workbench) -> str:
+def edit_file(args: dict[str, Any], bench: Workbench) -> str | ToolResult:
     name, old, new = args["path"], args["old"], args["new"]
     with bench.wall().resolve(name) as found:
         text = as_text(read_bytes(found, name, bench.profile.max_file_bytes), name)
@@ -58,7 +64,11 @@ def edit_file(args: dict[str, Any], bench: Workbench) -> str:
         if count > 1:
             raise KanbanError(f"edit_file: the old text matches {count} times in {name}; "
                               "include more surrounding lines so it matches exactly once")
-        write_text(found, name, text.replace(old, new, 1), bench.profile.max_file_bytes)
+        edited = text.replace(old, new, 1)
+        refusal = budget.write_refusal(bench, found.info, len(edited.encode("utf-8")))
+        if refusal is not None:
+            return refusal
+        write_text(found, name, edited, bench.profile.max_file_bytes)
         line = text[: text.index(old)].count("\n") + 1
         return f"edited {found.shown} at line {line}"
 

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from kanban.agent.types import ToolResult
+from kanban.tools import budget
 from kanban.tools.approval import gate
 from kanban.tools.registry import ToolRegistry
 from kanban.tools.runner import CommandResult, CommandSpec, Rlimits, head_tail
@@ -24,10 +25,23 @@ def terminal(args: dict[str, Any], bench: Workbench) -> ToolResult:
     timeout = _timeout(args.get("timeout_s"), bench)
     if timeout is None:
         return ToolResult("not run: the card has no time left for a command", is_error=True)
+    room = budget.command_room(bench)
+    if room == 0:
+        return budget.exceeded(bench, budget.over(bench) or "the card's workspace is full",
+                               "not run")
     spec = CommandSpec.shell(command, cwd=bench.workspace, env=bench.env, timeout_s=timeout,
                              output_path=bench.output_path("terminal"),
-                             rlimits=_limits(bench, timeout))
-    return describe(bench.runner.run(spec), bench)
+                             rlimits=_limits(bench, timeout, room),
+                             check=lambda: budget.over(bench))
+    result = bench.runner.run(spec)
+    described = describe(result, bench)
+    past = result.stopped or budget.over(bench)
+    if past is None:
+        return described
+    what = "the command was stopped" if result.stopped else "the command ended past the budget"
+    blocked = budget.exceeded(bench, past, what)
+    return ToolResult(f"{blocked.content}\n{described.content}", is_error=True,
+                      ends_run=blocked.ends_run)
 
 
 def _timeout(asked: float | None, bench: Workbench) -> float | None:
@@ -41,10 +55,11 @@ def _timeout(asked: float | None, bench: Workbench) -> float | None:
     return timeout
 
 
-def _limits(bench: Workbench, timeout: float) -> Rlimits:
-    # CPU seconds cannot exceed wall seconds by much for one process group member.
+def _limits(bench: Workbench, timeout: float, room: int) -> Rlimits:
+    # CPU seconds cannot exceed wall seconds by much for one process group member; no file
+    # may grow past what is left of the workspace's budget.
     return Rlimits(cpu_s=max(1, math.ceil(timeout)) + 5,
-                   file_size_bytes=max(bench.profile.max_file_bytes, 1 << 30))
+                   file_size_bytes=min(room, max(bench.profile.max_file_bytes, 1 << 30)))
 
 
 def describe(result: CommandResult, bench: Workbench) -> ToolResult:
@@ -62,6 +77,8 @@ def describe(result: CommandResult, bench: Workbench) -> ToolResult:
         bench.drop_output(result.output_path)
     if result.cancelled:
         status, error = "cancelled (the card was stopped)", True
+    elif result.stopped:
+        status, error = f"stopped: {result.stopped}", True
     elif result.timed_out:
         status, error = f"timed out after {result.duration_s:.0f}s and was killed", True
     else:

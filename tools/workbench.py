@@ -31,6 +31,9 @@ _WORKER_ONLY = ("KANBAN_DB", "KANBAN_CLAIM_TOKEN", "KANBAN_RUN", "KANBAN_LEASE_S
                 "KANBAN_RESOLVED_WORKSPACE")
 
 
+_CREDENTIAL_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
 class NoNetwork(KanbanError):
     """The card may not reach the network."""
 
@@ -46,9 +49,13 @@ def cut_text(data: bytes, cap: int, where: str) -> str:
 
 
 def is_credential(name: str) -> bool:
-    """Does a variable of this name hold a model or service credential?"""
-    return name.endswith(_CREDENTIAL_SUFFIXES) or name.startswith(_CREDENTIAL_PREFIXES) \
-        and not name.endswith(("_BASE_URL", "_API_BASE", "_ORG_ID", "_PROJECT"))
+    """Does a variable of this name hold a model or service credential? (Any `*_KEY`, and
+    any name saying secret or password: AWS_SECRET_ACCESS_KEY, DB_PASSWORD_FILE, ...)"""
+    upper = name.upper()
+    return upper.endswith((*_CREDENTIAL_SUFFIXES, "_KEY")) \
+        or any(word in upper for word in _CREDENTIAL_WORDS) \
+        or upper.startswith(_CREDENTIAL_PREFIXES) \
+        and not upper.endswith(("_BASE_URL", "_API_BASE", "_ORG_ID", "_PROJECT"))
 
 
 def command_env(worker_env: Mapping[str, str], workspace: Path,

@@ -5,6 +5,9 @@ one JSON spawn request per line on stdin and answers `{"id", "pid"}` on stdout;
 when a worker exits it reports `{"exit": pid, "code": n}`. Each worker is a
 full process: its own session and process group, its own cwd, log and
 environment. EOF on stdin shuts the server down (workers keep running).
+
+The server is non-dumpable and a child subreaper: what a dead worker leaves behind (the
+commands it ran, their daemons) is re-parented here and killed at once.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn, cast
+
+from kanban.tools.procctl import become_subreaper, kill_adopted, undumpable
 
 if TYPE_CHECKING:
     from kanban.records import CardRecord
@@ -114,8 +119,6 @@ def _isolate(inherited: list[int]) -> None:
         if fd > 2:
             with suppress(OSError):
                 os.close(fd)
-    from kanban.worker.sandboxing import undumpable
-
     undumpable()  # before any credential reaches us
 
 
@@ -241,6 +244,7 @@ class ForkServer:
         self.spare: tuple[int, int] | None = None  # (pid, write end of its request pipe)
         self.spare_pids: set[int] = set()  # spares not handed a request (yet)
         self.spare_due: float | None = None  # when to fork the next spare
+        self.workers: set[int] = set()  # every child we forked and have not reaped
 
     def send(self, message: dict[str, Any]) -> None:
         try:
@@ -263,6 +267,7 @@ class ForkServer:
                 for key, _ in events:
                     if key.fd == self.wake_r:
                         self._drain_wakeups()
+                        self._sweep()  # a child exited: a dead worker's orphans are ours
                     elif not self._read_requests():
                         return
                 if self._reap() or not events:
@@ -319,6 +324,7 @@ class ForkServer:
         pid = os.fork()
         if pid == 0:
             child()  # never returns
+        self.workers.add(pid)
         return pid
 
     def _hand_to_spare(self, line: bytes) -> int | None:
@@ -359,6 +365,9 @@ class ForkServer:
                 return reported
             if pid == 0:
                 return reported
+            if pid not in self.workers:  # adopted from a dead worker, killed by _sweep
+                continue
+            self.workers.discard(pid)
             if pid in self.spare_pids:  # a spare that never ran a card: nobody knows it
                 self.spare_pids.discard(pid)
                 if self.spare is not None and self.spare[0] == pid:
@@ -367,6 +376,12 @@ class ForkServer:
                 continue
             self.send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
             reported = True
+
+    def _sweep(self) -> None:
+        """Kill the processes a dead worker left to us (they are not workers of ours). Never
+        blocks: `_reap` collects them, and their own children, adopted as they die, wake us
+        for the next sweep."""
+        kill_adopted(lambda pid, start: pid in self.workers, reap=False)
 
     def close_spare(self) -> None:
         """At shutdown: the spare reads EOF and leaves."""
@@ -379,6 +394,8 @@ def main() -> None:
     # The protocol owns the original stdout; stray prints go to stderr instead.
     out_fd = os.dup(1)
     os.dup2(2, 1)
+    undumpable()
+    become_subreaper()
     args = sys.argv[1:]
     providers = args[1].split(",") if len(args) > 1 and args[1] else []
     db = preload(args[0] if args and args[0] else None, providers)

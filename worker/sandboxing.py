@@ -3,7 +3,6 @@ else the plain runner (said in the run's events), or a refusal when the profile 
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import MutableMapping
 from contextlib import suppress
@@ -18,7 +17,8 @@ from kanban.state.network import HostList, Network, intersect
 from kanban.tools.gitwall import card_wall
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.netproxy import NetProxy
-from kanban.tools.runner import PlainRunner, Runner
+from kanban.tools.procctl import become_subreaper, libc, seal_environment, undumpable
+from kanban.tools.runner import PlainRunner, Runner, setpriv_pdeathsig
 from kanban.tools.sandbox import (
     BwrapRunner,
     SandboxCheck,
@@ -28,7 +28,6 @@ from kanban.tools.sandbox import (
 from kanban.tools.workbench import is_credential
 from kanban.workspaces import SCRATCH, Workspace
 
-PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 MAX_ANCESTORS = 64  # a delegation chain is far shallower; this bounds a corrupt one
 # The host's answer, probed once by a forkserver for the workers it forks (the probe
 # starts bwrap: 10-25 ms per worker otherwise), with the PATH it was found on.
@@ -39,7 +38,8 @@ def probe_host() -> None:
     """Probe bwrap now (in a forkserver, before any fork) for every later worker."""
     global _host_check
     _host_check = (os.environ.get("PATH", ""), check_sandbox())
-    _libc()
+    libc()
+    setpriv_pdeathsig()
 
 
 def host_check() -> SandboxCheck:
@@ -140,30 +140,16 @@ def card_network(kb: Kanban, card: CardRecord, profile: Profile, config: Config)
 
 def harden(environ: MutableMapping[str, str]) -> None:
     """Once the worker has copied its environment: credentials out of `environ` (so nothing
-    started later inherits them by accident) and the process non-dumpable (another process
-    of the same user can no longer read its memory or /proc/PID/environ, nor ptrace it)."""
+    started later inherits them by accident) and out of the environment block a cold worker
+    was started with, and the process non-dumpable (another process of the same user can no
+    longer read its memory or /proc/PID/environ, nor ptrace it). The worker is a child
+    subreaper: what its commands leave behind is adopted by it and killed."""
+    undumpable()
+    seal_environment(environ, is_credential)
     for name in [n for n in environ if is_credential(n)]:
         del environ[name]
-    undumpable()
+    become_subreaper()
 
 
-def undumpable() -> None:
-    """This process non-dumpable (a forked worker is made so before its card is known)."""
-    libc = _libc()
-    if libc is None:
-        return
-    with suppress(AttributeError):  # no prctl here: nothing more to do
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
-_LIBC: list[ctypes.CDLL | None] = []  # loaded once (in a forkserver: for all its workers)
-
-
-def _libc() -> ctypes.CDLL | None:
-    if not _LIBC:
-        try:
-            _LIBC.append(ctypes.CDLL(None, use_errno=True)
-                         if os.uname().sysname == "Linux" else None)
-        except OSError:
-            _LIBC.append(None)
-    return _LIBC[0]
+__all__ = ["RunnerChoice", "card_network", "choose_runner", "harden", "host_check",
+           "probe_host", "undumpable"]

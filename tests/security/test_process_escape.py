@@ -1,0 +1,252 @@
+"""Ways out through processes: a daemon that outlives its card or its worker, a command that
+fills the disk, and a same-user process reading the dispatcher's credentials from /proc."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kanban.tools.budget import disk_usage
+from tests.acceptance.conftest import slow_steps
+from tests.security.conftest import Attack
+from tests.support.llm_bodies import tool_results
+from tests.support.llm_server import LLMServer, Reply, text_reply, tool_reply
+from tests.support.procs import KANBAN, query, start_dispatcher, stop, wait_until
+from tests.support.sandbox import require_bwrap
+
+TERMINAL = 'toolsets = ["kanban", "terminal", "file"]\napproval = "allow"\n'
+BUDGET = 50_000_000
+MARGIN = 30_000_000  # what a flood can write between two looks at the workspace
+
+
+def marker() -> str:
+    """A sleep duration no other process on the host has in its argv."""
+    return f"300{random.randrange(10**8):08d}"
+
+
+def marked(mark: str, program: bytes = b"") -> list[int]:
+    """Living processes whose argv holds `mark` (zombies wait for a reaper: they are dead),
+    running `program` if one is named."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if mark.encode() in argv and state not in ("Z", "X") \
+                and argv.startswith(program + b"\0" if program else b""):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def shown(attack: Attack, card: int) -> list[str]:
+    """The tool results the card's model was given (a result that blocks the card ends the
+    run: the model never reads it back)."""
+    return [text for (text,) in query(
+        attack.board.path, "SELECT m.content FROM message m JOIN run r ON r.id = m.run_id "
+        "WHERE r.card_id = ? AND m.role = 'tool' ORDER BY m.id", card)]
+
+
+def profile(sandbox: str) -> str:
+    if sandbox != "off":
+        require_bwrap()
+    return f'{TERMINAL}sandbox = "{sandbox}"'
+
+
+DAEMONS = {
+    "setsid in the background": "setsid sleep {m} > /dev/null 2>&1 &",
+    "double fork": "(sleep {m} > /dev/null 2>&1 &) ; exit",
+    "setsid -f": "setsid -f sleep {m} > /dev/null 2>&1",
+    "a daemon's own child": "setsid sh -c 'sleep {m} & sleep {m}' > /dev/null 2>&1 &",
+    "nohup setsid, given time": "nohup setsid sleep {m} > /dev/null 2>&1 & sleep 0.5",
+}
+
+
+@pytest.mark.parametrize("sandbox", ["off", "required"])
+@pytest.mark.parametrize("how", sorted(DAEMONS))
+def test_a_daemon_started_by_a_command_dies_when_the_card_ends(
+        attack: Attack, how: str, sandbox: str) -> None:
+    attack.configure(profile(sandbox))
+    mark = marker()
+    try:
+        card, seen = attack.run([("terminal", {"command": DAEMONS[how].format(m=mark)})])
+        assert attack.card(card)[0] == "done", seen
+        wait_until(lambda: not marked(mark), timeout=10, what="the daemon gone")
+    finally:
+        kill_all(marked(mark))
+
+
+def once_then_complete(call: tuple[str, dict[str, Any]]) -> Any:
+    """A model that makes `call` on the first request of all and completes afterwards (the
+    retry of a card whose worker was killed must not start the command again)."""
+    made: list[bool] = []
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if not made:
+            made.append(True)
+            return tool_reply(call)
+        if tool_results(body):
+            return tool_reply(("kanban_complete", {"summary": "over"}))
+        return text_reply("done")
+
+    return respond
+
+
+@pytest.mark.parametrize(("sandbox", "cold"), [("off", False), ("required", False),
+                                               ("off", True)])
+def test_a_running_command_and_its_daemon_die_with_a_killed_worker(
+        attack: Attack, tmp_path: Path, sandbox: str, cold: bool) -> None:
+    """A cold worker's parent is the dispatcher, which adopts nothing: there only the
+    command's own process group is sure to die (its `timeout` gets the death signal)."""
+    attack.configure(profile(sandbox))
+    mark, card = marker(), attack.board.add("long command", profile="attacker")
+    daemon = "" if cold else f"setsid sleep {mark} > /dev/null 2>&1 & "
+    command = f"{daemon}sleep {mark} & sleep {mark}"
+    with LLMServer(responder=once_then_complete(
+            ("terminal", {"command": command, "timeout_s": 600}))) as server:
+        dispatcher = start_dispatcher(attack.board.path, *(["--cold"] if cold else []),
+                                      env=attack.canaries.env(server),
+                                      log=tmp_path / "dispatcher.log")
+        try:
+            wait_until(lambda: len(marked(mark, b"sleep")) == (2 if cold else 3), timeout=60,
+                       what="the command's sleeps running")
+            worker = query(attack.board.path, "SELECT pid FROM run WHERE card_id = ? AND pid "
+                           "IS NOT NULL ORDER BY id", card)[0][0]
+            os.kill(worker, signal.SIGKILL)
+            wait_until(lambda: not marked(mark), timeout=15, what="the command and daemon gone")
+        finally:
+            kill_all(marked(mark))
+            stop(dispatcher)
+
+
+@pytest.mark.parametrize("sandbox", ["off", "required"])
+def test_one_huge_file_stops_at_the_budget_and_blocks_the_card(attack: Attack,
+                                                              sandbox: str) -> None:
+    attack.configure(profile(sandbox), f"max_workspace_bytes = {BUDGET}")
+    card, _ = attack.run([("terminal", {"command": "head -c 2G /dev/zero > big; ls -l"})])
+    status, error = attack.card(card)
+    seen = shown(attack, card)
+    assert status == "blocked"
+    assert "max_workspace_bytes" in (error or "") and f"{BUDGET:,}" in (error or "")
+    assert "budget" in seen[0] and "blocked" in seen[0]
+    used = disk_usage(attack.workspace(card))
+    assert BUDGET * 0.9 < used < BUDGET + MARGIN
+
+
+def test_a_flood_of_small_files_is_stopped_near_the_budget(attack: Attack) -> None:
+    attack.configure(profile("off"), f"max_workspace_bytes = {BUDGET}")
+    flood = "for i in $(seq 1 2000); do head -c 1000000 /dev/zero > f$i; done"
+    card, _ = attack.run([("terminal", {"command": flood, "timeout_s": 300})])
+    status, error = attack.card(card)
+    seen = shown(attack, card)
+    assert status == "blocked", seen
+    assert "max_workspace_bytes" in (error or "")
+    assert "stopped" in seen[0]
+    assert disk_usage(attack.workspace(card)) < BUDGET + MARGIN
+
+
+def test_a_command_in_a_full_workspace_is_not_run(attack: Attack) -> None:
+    attack.configure(profile("off"), f"max_workspace_bytes = {BUDGET}")
+    card = attack.board.add("full", profile="attacker")
+    workspace = attack.workspace(card)
+    workspace.mkdir(parents=True)
+    (workspace / "old").write_bytes(os.urandom(BUDGET + 1_000_000))  # there before
+    attack.replay(card, [("terminal", {"command": "echo ran > proof"})])
+    assert attack.card(card)[0] == "blocked"
+    seen = shown(attack, card)
+    assert "not run" in seen[0]
+    assert not (workspace / "proof").exists()
+
+
+def test_write_file_past_the_budget_is_refused_and_blocks(attack: Attack) -> None:
+    attack.configure(profile("off"), "max_workspace_bytes = 1100000")
+    calls = [("terminal", {"command": "head -c 1000000 /dev/zero > fill"}),
+             ("write_file", {"path": "small.txt", "content": "x" * 20_000}),
+             ("write_file", {"path": "big.txt", "content": "x" * 100_000})]
+    card, _ = attack.run(calls)
+    status, error = attack.card(card)
+    seen = shown(attack, card)
+    assert status == "blocked"
+    assert "max_workspace_bytes" in (error or "")
+    assert seen[1].startswith("wrote") and seen[2].startswith("not written")
+    assert not (attack.workspace(card) / "big.txt").exists()
+    assert disk_usage(attack.workspace(card)) <= 1_100_000
+
+
+# --- credentials out of /proc ----------------------------------------------------------
+
+
+def _environ_leaks(pid: int, values: tuple[str, ...]) -> list[str]:
+    data = Path(f"/proc/{pid}/environ").read_bytes()
+    return [v for v in values if v.encode() in data]
+
+
+def test_the_dispatcher_environment_block_holds_no_credential(attack: Attack,
+                                                              tmp_path: Path) -> None:
+    """Read as root (the tests' user): non-dumpable alone would not stop root."""
+    attack.configure(profile("off"))
+    mark, card = marker(), attack.board.add("hold", profile="attacker")
+    with LLMServer(responder=once_then_complete(
+            ("terminal", {"command": f"sleep {mark}", "timeout_s": 600}))) as server:
+        dispatcher = start_dispatcher(attack.board.path, env=attack.canaries.env(server),
+                                      log=tmp_path / "dispatcher.log")
+        try:
+            wait_until(lambda: marked(mark), timeout=60, what="the card's command running")
+            leaks = _environ_leaks(dispatcher.pid, attack.canaries.values)
+            forkserver = [int(p) for p in subprocess.run(
+                ["pgrep", "-P", str(dispatcher.pid)], capture_output=True, text=True
+            ).stdout.split()]
+            worker = query(attack.board.path, "SELECT pid FROM run WHERE card_id = ?",
+                           card)[0][0]
+            for pid in [*forkserver, worker]:
+                leaks += _environ_leaks(pid, attack.canaries.values)
+        finally:
+            attack.board.kb.cancel(card)
+            kill_all(marked(mark))
+            stop(dispatcher)
+    assert leaks == []
+
+
+def test_a_command_reading_every_environ_finds_no_canary(attack: Attack) -> None:
+    attack.configure(profile("off"))
+    steal = "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null | sort -u"
+    card, seen = attack.run([("terminal", {"command": steal})])
+    assert attack.card(card)[0] == "done"
+    assert "PATH=" in seen[0]  # it did read environment blocks
+    assert not [v for v in attack.canaries.values if v in seen[0]]
+    attack.assert_contained()
+
+
+def test_the_dispatcher_inside_kanban_swarm_holds_no_credential(attack: Attack) -> None:
+    """`kanban swarm --follow` (as `kanban run`) runs its own dispatcher when none serves
+    the board: that command's environment block is sealed too."""
+    slow = attack.board.script("slow", slow_steps(0.5, 6))
+    attack.board.configure(f'[profiles.slow]\nmodel = "{slow}"\n')
+    with LLMServer() as server:
+        command = subprocess.Popen(
+            [*KANBAN, "--db", str(attack.board.path), "swarm", "count", "--part", "a",
+             "--profile", "slow", "--follow"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env=attack.canaries.env(server))
+        try:
+            wait_until(lambda: query(attack.board.path, "SELECT pid FROM run WHERE pid IS "
+                                     "NOT NULL"), timeout=60, what="a worker of the swarm")
+            leaks = _environ_leaks(command.pid, attack.canaries.values)
+        finally:
+            command.wait(timeout=120)
+    assert leaks == []
