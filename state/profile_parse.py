@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from kanban.state.config import BUILTIN_PROFILES, McpServer, Profile
 from kanban.state.config_values import build, check_bounds
 from kanban.state.errors import ConfigError
+from kanban.state.sandbox_paths import grants
 
 APPROVAL_MODES = ("deny", "ask", "allow")
 WORKSPACE_SPEC = re.compile(r"^(scratch|worktree|parent|dir:.+)$")
@@ -21,8 +24,9 @@ _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def parse_profiles(table: Mapping[str, Any], mcp: Mapping[str, McpServer],
-                   where: str) -> dict[str, Profile]:
-    """The built-in profiles, with those of `table` added or laid over them."""
+                   where: str, folder: Path | None = None) -> dict[str, Profile]:
+    """The built-in profiles, with those of `table` added or laid over them (`folder`: the
+    board's, which no sandbox grant may reach into)."""
     profiles: dict[str, Profile] = dict(BUILTIN_PROFILES)
     for name, values in table.items():
         base = profiles.get(name, Profile(name=name))
@@ -30,12 +34,24 @@ def parse_profiles(table: Mapping[str, Any], mcp: Mapping[str, McpServer],
         if not _PROFILE_NAME.match(str(name)):
             raise ConfigError(f"{section}: a profile name is 1-64 letters, digits, '.', '_' "
                               "or '-'")
-        profiles[name] = build(Profile, _listed(values, "api_key_env"), section, base=base)
+        listed = _listed(_listed(_listed(values, "api_key_env"), "sandbox_read"),
+                         "sandbox_write")
+        profiles[name] = _granted(build(Profile, listed, section, base=base), section, folder)
         check_bounds(profiles[name], values, section)
         _check_profile(profiles[name], section)
         _check_models(profiles[name], section)
         _check_work(profiles[name], mcp, section)
     return profiles
+
+
+def _granted(profile: Profile, section: str, folder: Path | None) -> Profile:
+    """The profile with its sandbox grants checked and `~` expanded."""
+    if not profile.sandbox_read and not profile.sandbox_write:
+        return profile
+    kw = {"folder": folder, "network": profile.network}
+    return replace(profile,
+                   sandbox_read=grants(profile.sandbox_read, "sandbox_read", section, **kw),
+                   sandbox_write=grants(profile.sandbox_write, "sandbox_write", section, **kw))
 
 
 def _check_models(profile: Profile, section: str) -> None:

@@ -35,7 +35,7 @@ from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
-from kanban.worker.sandboxing import card_network, choose_runner
+from kanban.worker.sandboxing import card_home_dir, card_network, choose_runner
 from kanban.workspaces import WORKTREE, Workspace
 
 if TYPE_CHECKING:
@@ -171,8 +171,12 @@ def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: 
     """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
     the worker's log and, for cards that run commands, in the run's events."""
     network = retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
-    choice = choose_runner(setting.runner, plan.profile, network=network,
-                           workspace=workspace, home=setting.home)
+    servers = [config.mcp[t[4:]] for t in plan.toolsets
+               if t.startswith("mcp:") and t[4:] in config.mcp]
+    own_home = card_home_dir(setting.home, card.board, card.id) \
+        if plan.profile.sandbox != "off" else None
+    choice = choose_runner(setting.runner, plan.profile, network=network, workspace=workspace,
+                           home=setting.home, card_home=own_home, servers=servers)
     print(f"card #{card.id}: {choice.note}", flush=True)
     if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
         scope.write(lambda conn: record_event(

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from kanban.records import CardRecord
 from kanban.service import Kanban
-from kanban.state.config import Config, Profile
+from kanban.state.config import Config, McpServer, Profile
 from kanban.state.errors import ConfigError
+from kanban.tools.hostview import own_interpreter, program_places
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.sandbox import (
     BwrapRunner,
@@ -52,9 +53,11 @@ class RunnerChoice:
 
 
 def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: Path,
-                  home: Path) -> RunnerChoice:
+                  home: Path, card_home: Path | None = None,
+                  servers: Sequence[McpServer] = ()) -> RunnerChoice:
     """bwrap around `base` when the profile allows it and bwrap works; ConfigError when the
-    profile requires a sandbox that this host cannot give."""
+    profile requires a sandbox that this host cannot give, or when something its commands
+    need to start lies in the board's folder, which the sandbox hides."""
     if profile.sandbox == "off" or not isinstance(base, PlainRunner):
         why = "sandbox = \"off\"" if profile.sandbox == "off" else "a custom runner"
         return RunnerChoice(base, f"commands run unsandboxed ({why})")
@@ -64,14 +67,48 @@ def choose_runner(base: Runner, profile: Profile, *, network: bool, workspace: P
             raise ConfigError(f"profile {profile.name!r} has sandbox = \"required\" but "
                               f"{check.reason.split(';')[0]}")
         return RunnerChoice(base, f"no sandbox: {check.reason}")
-    writable = [workspace]
-    common = git_common_dir(workspace)
-    if common is not None:
-        writable.append(common)
-    policy = SandboxPolicy(writable=tuple(writable), hidden=_hidden(home, workspace),
-                           network=network)
+    policy = card_policy(profile, network=network, workspace=workspace, home=home,
+                         card_home=card_home, servers=servers)
     return RunnerChoice(BwrapRunner(policy, base),
                         f"sandbox: bwrap, network {'on' if network else 'off'}")
+
+
+def card_policy(profile: Profile, *, network: bool, workspace: Path, home: Path,
+                card_home: Path | None, servers: Sequence[McpServer] = ()) -> SandboxPolicy:
+    """The wall of one card: its workspace (and a worktree's shared git folder), its own
+    HOME and the profile's `sandbox_write` writable; the profile's `sandbox_read`, this
+    Python and its MCP servers' programs readable; the board's folder hidden."""
+    hidden = _hidden(home, workspace)
+    granted = _existing(profile.sandbox_write)
+    readable = [*_existing(profile.sandbox_read), *own_interpreter()]
+    for server in servers:
+        if server.command:
+            readable += program_places(server.command, server.args, os.environ.get("PATH"))
+    _refuse_hidden(profile, [*readable, *granted], hidden)
+    common = git_common_dir(workspace)
+    writable = [workspace, *([common] if common is not None else []), *granted]
+    return SandboxPolicy(writable=tuple(writable), hidden=hidden, network=network,
+                         home=card_home, readable=tuple(dict.fromkeys(readable)))
+
+
+def _existing(paths: Sequence[str]) -> list[Path]:
+    """A profile's grants that exist on this host (a missing one is nothing to bind)."""
+    return [Path(p) for p in paths if os.path.lexists(p)]
+
+
+def _refuse_hidden(profile: Profile, paths: Sequence[Path], hidden: Sequence[Path]) -> None:
+    for path in paths:
+        for folder in hidden:
+            if path == folder or folder in path.parents:
+                raise ConfigError(f"profile {profile.name!r}: {path} overlaps the board's "
+                                  f"folder {folder}, which the sandbox hides; move it out")
+
+
+def card_home_dir(home: Path, board: str, card_id: int) -> Path:
+    """The card's own HOME inside a sandbox: empty at first, kept across its attempts."""
+    path = home / "homes" / board / str(card_id)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
 
 
 def _hidden(home: Path, workspace: Path) -> tuple[Path, ...]:

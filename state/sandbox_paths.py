@@ -1,0 +1,89 @@
+"""What a card's sandbox shows: the system view every card reads, and a profile's own
+`sandbox_read` / `sandbox_write` grants, checked when config.toml is read.
+
+The bubblewrap arguments are built from this in `kanban.tools.sandbox`; `kanban context` and
+`kanban status` print it. Nothing here touches the host beyond a few `stat` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kanban.state.errors import ConfigError
+
+# The system, read-only (those of them that exist here; `/etc` without its secrets).
+SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc")
+# Where host Unix sockets live: never bound for a card without the network.
+SOCKET_DIRS = (Path("/run"), Path("/var/run"))
+
+
+def grants(values: Any, key: str, where: str, *, folder: Path | None,
+           network: object) -> tuple[str, ...]:
+    """`sandbox_read` or `sandbox_write` as absolute paths (`~` is the real home); one-line
+    ConfigError for anything else."""
+    out = []
+    for given in values:
+        path = Path(os.path.expanduser(given))
+        problem = _grant_problem(path, folder, network)
+        if problem:
+            raise ConfigError(f"{where}.{key}: {given!r} {problem}")
+        out.append(str(path))
+    return tuple(dict.fromkeys(out))
+
+
+def _grant_problem(path: Path, folder: Path | None, network: object) -> str | None:
+    if not path.is_absolute():
+        return "is not an absolute path (start it with / or ~)"
+    if ".." in path.parts or "\0" in str(path):
+        return "must not contain '..'"
+    if path == Path("/"):
+        return "is the whole host; name the folders a card needs"
+    if folder is not None and _within(path, folder.absolute()):
+        return f"lies in the board's folder {folder}, which every card's sandbox hides"
+    if network is not True and (any(_within(path, d) for d in SOCKET_DIRS) or _socket(path)):
+        return ("is a host socket place; a profile without the network gets no host Unix "
+                "sockets (give it network = true to reach it)")
+    return None
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _socket(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def reach(profile: Any) -> dict[str, Any]:
+    """What a card of `profile` can read and write and its network, as `--json` shows it."""
+    if profile.sandbox == "off":
+        return {"sandbox": "off", "read": ["everything its user can read"],
+                "write": ["everything its user can write"], "network": profile.network}
+    read = [*(p for p in SYSTEM_READ if os.path.lexists(p)), "/tmp (private, empty)",
+            "HOME (the card's own, empty)", *profile.sandbox_read]
+    write = ["the card's workspace", "/tmp (private)", "HOME (the card's own)",
+             *profile.sandbox_write]
+    return {"sandbox": profile.sandbox, "read": read, "write": write,
+            "network": network_value(profile.network)}
+
+
+def network_value(network: object) -> bool | list[str]:
+    """The profile's network as given: true, false, or its list of hosts."""
+    if isinstance(network, bool):
+        return network
+    return [str(h) for h in network] if isinstance(network, Sequence) else bool(network)
+
+
+def network_text(network: object) -> str:
+    """One line: on, off, or the hosts it may reach."""
+    value = network_value(network)
+    if isinstance(value, list):
+        return "only " + ", ".join(value) if value else "off"
+    return "on" if value else "off (no TCP, no host Unix sockets)"
