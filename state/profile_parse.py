@@ -48,10 +48,12 @@ def _granted(profile: Profile, section: str, folder: Path | None) -> Profile:
     """The profile with its sandbox grants checked and `~` expanded."""
     if not profile.sandbox_read and not profile.sandbox_write:
         return profile
-    kw = {"folder": folder, "network": profile.network}
-    return replace(profile,
-                   sandbox_read=grants(profile.sandbox_read, "sandbox_read", section, **kw),
-                   sandbox_write=grants(profile.sandbox_write, "sandbox_write", section, **kw))
+    def checked(key: str) -> tuple[str, ...]:
+        return grants(getattr(profile, key), key, section, folder=folder,
+                      network=profile.network)
+
+    return replace(profile, sandbox_read=checked("sandbox_read"),
+                   sandbox_write=checked("sandbox_write"))
 
 
 def _check_models(profile: Profile, section: str) -> None:

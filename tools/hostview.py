@@ -109,7 +109,8 @@ def _walk(top: Path) -> Iterator[tuple[Path, int]]:
 def in_system(path: Path) -> bool:
     """Is `path` already visible in every sandbox (under /usr, /etc, /opt...)?"""
     view = system_view()
-    return any(path == p or p in path.parents for p in (*view.binds, *(l for _, l in view.links)))
+    shown = (*view.binds, *(link for _, link in view.links))
+    return any(path == p or p in path.parents for p in shown)
 
 
 def own_interpreter() -> tuple[Path, ...]:
