@@ -61,17 +61,37 @@ def _socket(path: Path) -> bool:
         return False
 
 
-def reach(profile: Any) -> dict[str, Any]:
+def card_home_path(home: Path, board: str, card_id: int) -> Path:
+    """The folder a sandboxed card gets as HOME (inside the board's folder, bound alone)."""
+    return home / "homes" / board / str(card_id)
+
+
+def runs_commands(profile: Any) -> bool:
+    """Does a card of `profile` start commands or stdio MCP servers (what the sandbox is for)?"""
+    return any(t == "terminal" or t.startswith("mcp:") for t in profile.toolsets)
+
+
+def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
     """What a card of `profile` can read and write and its network, as `--json` shows it."""
+    network = network_value(profile.network)
     if profile.sandbox == "off":
-        return {"sandbox": "off", "read": ["everything its user can read"],
-                "write": ["everything its user can write"], "network": profile.network}
-    read = [*(p for p in SYSTEM_READ if os.path.lexists(p)), "/tmp (private, empty)",
-            "HOME (the card's own, empty)", *profile.sandbox_read]
-    write = ["the card's workspace", "/tmp (private)", "HOME (the card's own)",
-             *profile.sandbox_write]
-    return {"sandbox": profile.sandbox, "read": read, "write": write,
-            "network": network_value(profile.network)}
+        return {"sandbox": "off", "read": ["whatever the dispatcher's user can read"],
+                "write": ["whatever the dispatcher's user can write"], "network": network}
+    own = f"HOME {card_home}" if card_home is not None else "HOME (the card's own)"
+    system = [f"{p} (secrets hidden)" if p == "/etc" else p
+              for p in SYSTEM_READ if os.path.lexists(p)]
+    read = [*system, "/tmp (private)", own, "kanban's Python and its MCP servers' programs",
+            *profile.sandbox_read]
+    write = ["the card's workspace", "/tmp (private)", own, *profile.sandbox_write]
+    return {"sandbox": profile.sandbox, "read": read, "write": write, "network": network}
+
+
+def reach_lines(data: dict[str, Any]) -> list[str]:
+    """`reach`'s answer as three lines: reads, writes, network."""
+    unsandboxed = " (unsandboxed: sandbox = \"off\")" if data["sandbox"] == "off" else ""
+    return [f"reads: {', '.join(data['read'])}{unsandboxed}",
+            f"writes: {', '.join(data['write'])}",
+            f"network: {network_text(data['network'])}"]
 
 
 def network_value(network: object) -> bool | list[str]:

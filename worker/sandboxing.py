@@ -14,6 +14,7 @@ from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state.config import Config, McpServer, Profile
 from kanban.state.errors import ConfigError
+from kanban.state.sandbox_paths import card_home_path
 from kanban.tools.hostview import own_interpreter, program_places
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.sandbox import (
@@ -106,7 +107,7 @@ def _refuse_hidden(profile: Profile, paths: Sequence[Path], hidden: Sequence[Pat
 
 def card_home_dir(home: Path, board: str, card_id: int) -> Path:
     """The card's own HOME inside a sandbox: empty at first, kept across its attempts."""
-    path = home / "homes" / board / str(card_id)
+    path = card_home_path(home, board, card_id)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
 

@@ -46,6 +46,7 @@ class Status:
     workers: list[LiveWorker]
     next_fires: list[UpcomingFire]
     sandbox: dict[int, str] = field(default_factory=dict)  # by live dispatcher: bwrap or why not
+    reach: dict[str, Any] = field(default_factory=dict)  # by profile that runs commands
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +59,7 @@ class Status:
             "workers": len(self.workers),
             "next_fires": [f.to_json() for f in self.next_fires],
             "sandbox": {str(k): v for k, v in self.sandbox.items()},
+            "reach": self.reach,
         }
 
 
