@@ -11,7 +11,7 @@ from typing import Any
 from kanban.state.config import BUILTIN_PROFILES, McpServer, Profile
 from kanban.state.config_values import build, check_bounds
 from kanban.state.errors import ConfigError
-from kanban.state.sandbox_paths import grants
+from kanban.state.sandbox_paths import grants, hidden_program
 
 APPROVAL_MODES = ("deny", "ask", "allow")
 WORKSPACE_SPEC = re.compile(r"^(scratch|worktree|parent|dir:.+)$")
@@ -41,6 +41,7 @@ def parse_profiles(table: Mapping[str, Any], mcp: Mapping[str, McpServer],
         _check_profile(profiles[name], section)
         _check_models(profiles[name], section)
         _check_work(profiles[name], mcp, section)
+        _check_servers(profiles[name], mcp, section, folder)
     return profiles
 
 
@@ -127,3 +128,18 @@ def _check_work(profile: Profile, mcp: Mapping[str, McpServer], where: str) -> N
     for toolset in profile.toolsets:
         if toolset.startswith("mcp:") and toolset[4:] not in mcp:
             raise ConfigError(f"{where}.toolsets: {toolset!r} names no [mcp.{toolset[4:]}] table")
+
+
+def _check_servers(profile: Profile, mcp: Mapping[str, McpServer], where: str,
+                   folder: Path | None) -> None:
+    """A sandboxed profile's stdio servers must not start from the board's folder: the
+    sandbox hides it, so they could not start."""
+    if profile.sandbox == "off":
+        return
+    for toolset in profile.toolsets:
+        server = mcp.get(toolset[4:]) if toolset.startswith("mcp:") else None
+        hidden = hidden_program(server.command, server.args, folder) if server else None
+        if hidden:
+            raise ConfigError(f"{where}.toolsets: [mcp.{toolset[4:]}] runs {hidden}, inside "
+                              f"the board's folder, which the sandbox hides; move it out or "
+                              'give the profile sandbox = "off"')

@@ -8,6 +8,7 @@ The bubblewrap arguments are built from this in `kanban.tools.sandbox`; `kanban 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +48,21 @@ def _grant_problem(path: Path, folder: Path | None, network: object) -> str | No
     if network is not True and (any(_within(path, d) for d in SOCKET_DIRS) or _socket(path)):
         return ("is a host socket place; a profile without the network gets no host Unix "
                 "sockets (give it network = true to reach it)")
+    return None
+
+
+def hidden_program(command: str | None, args: Sequence[str], folder: Path | None) -> str | None:
+    """The program or script path of a stdio server that lies in the board's folder (which
+    every sandbox hides, so it could not start there), or None."""
+    if folder is None or not command:
+        return None
+    found = command if os.sep in command else shutil.which(command)
+    paths = [found, os.path.realpath(found)] if found else []
+    paths += [a for a in args if os.path.isabs(a)]
+    board = Path(os.path.realpath(folder))
+    for path in paths:
+        if _within(Path(os.path.realpath(path)), board):
+            return str(path)
     return None
 
 

@@ -92,3 +92,26 @@ def test_grants_expand_the_real_home_and_nonsense_is_refused_in_one_line(
         else:
             raise AssertionError(f"{path} was granted without a network")
         parse_config({"profiles": {"p": {"sandbox_read": [path]}}}, board)  # network: allowed
+
+
+def test_a_stdio_server_in_the_board_folder_is_refused_at_load(tmp_path: Path) -> None:
+    board = tmp_path / ".kanban"
+    (board / "bin").mkdir(parents=True)
+    (board / "bin" / "server").write_text("#!/bin/sh\n")
+    outside = tmp_path / "tools" / "server"
+    outside.parent.mkdir()
+    outside.write_text("#!/bin/sh\n")
+    for command, args in [(str(board / "bin" / "server"), []),
+                          ("python3", [str(board / "bin" / "server")])]:
+        raw = {"mcp": {"s": {"command": command, "args": args}},
+               "profiles": {"p": {"toolsets": ["kanban", "mcp:s"]}}}
+        try:
+            parse_config(raw, board / "config.toml")
+        except ConfigError as exc:
+            assert "inside the board's folder, which the sandbox hides" in exc.message
+        else:
+            raise AssertionError(f"{command} {args} was accepted")
+        raw["profiles"]["p"]["sandbox"] = "off"
+        parse_config(raw, board / "config.toml")  # unsandboxed: it starts where it is
+    parse_config({"mcp": {"s": {"command": str(outside)}},
+                  "profiles": {"p": {"toolsets": ["kanban", "mcp:s"]}}}, board / "config.toml")
