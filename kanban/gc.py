@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from kanban.state.plans import in_list
+from kanban.state.sandbox_paths import card_home_path
 from kanban.state.store import Conn, Database
 from kanban.states import TERMINAL
 from kanban.workspaces import scratch_dir
@@ -102,7 +103,8 @@ def _prune_batch(conn: Conn, board: str, status: str, cutoff: datetime, now: dat
 
 
 def _remove_files(home: Path, pruned: list[_Pruned], report: GcReport) -> None:
-    """Worker logs and scratch workspaces of pruned cards (never a path outside home)."""
+    """Worker logs, scratch workspaces and sandbox HOMEs of pruned cards (never a path
+    outside home)."""
     logs = home / "logs"
     for card in pruned:
         for attempt in range(1, card.attempts + 1):
@@ -117,6 +119,9 @@ def _remove_files(home: Path, pruned: list[_Pruned], report: GcReport) -> None:
                     and not (workspace / ".git").exists()):
                 shutil.rmtree(workspace, ignore_errors=True)
                 report.workspaces += 1
+        own_home = card_home_path(home, card.board, card.card_id)  # a sandboxed card's HOME
+        if own_home.is_dir() and not own_home.is_symlink():
+            shutil.rmtree(own_home, ignore_errors=True)
 
 
 def _give_back_pages(db: Database, report: GcReport) -> None:
