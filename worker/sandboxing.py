@@ -98,10 +98,11 @@ def _existing(paths: Sequence[str]) -> list[Path]:
 
 
 def _refuse_hidden(profile: Profile, paths: Sequence[Path], hidden: Sequence[Path]) -> None:
-    for path in paths:
+    for given in paths:
+        path = Path(os.path.realpath(given))  # a link into the folder counts as inside it
         for folder in hidden:
             if path == folder or folder in path.parents:
-                raise ConfigError(f"profile {profile.name!r}: {path} overlaps the board's "
+                raise ConfigError(f"profile {profile.name!r}: {given} lies in the board's "
                                   f"folder {folder}, which the sandbox hides; move it out")
 
 
