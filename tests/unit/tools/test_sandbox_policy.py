@@ -3,10 +3,16 @@ children, the card's own HOME, a profile's grants, network per flag."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from kanban.tools.hostview import SystemView, etc_secrets, program_places
+import pytest
+
+from kanban.state.config import Profile
+from kanban.state.errors import ConfigError
+from kanban.tools.hostview import SystemView, etc_secrets, own_interpreter, program_places
 from kanban.tools.sandbox import SandboxPolicy, git_common_dir
+from kanban.worker.sandboxing import card_policy
 
 MERGED = SystemView(binds=(Path("/usr"), Path("/opt"), Path("/etc")),
                     links=(("usr/bin", Path("/bin")), ("usr/lib", Path("/lib"))),
@@ -108,3 +114,26 @@ def test_a_venv_python_brings_its_venv_and_its_base_installation(tmp_path: Path)
     script.write_text("")
     places = program_places(str(venv / "bin" / "python"), [str(script), "-v"], None)
     assert set(places) == {venv, base.parent, script}
+
+
+def test_a_cards_policy_binds_its_grants_its_python_and_refuses_a_link_into_the_board(
+        tmp_path: Path) -> None:
+    board = tmp_path / "board"
+    workspace = board / "workspaces" / "default" / "1"
+    workspace.mkdir(parents=True)
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    out.mkdir()
+    profile = Profile(name="p", sandbox_read=(str(data), str(tmp_path / "missing")),
+                      sandbox_write=(str(out),))
+    policy = card_policy(profile, network=False, workspace=workspace, home=board,
+                         card_home=board / "homes" / "default" / "1")
+    assert policy.hidden == (board.resolve(),) and policy.network is False
+    assert data in policy.readable and tmp_path / "missing" not in policy.readable
+    assert set(own_interpreter()) <= set(policy.readable)
+    assert policy.writable == (workspace, out)
+    link = tmp_path / "sneaky"
+    link.symlink_to(board)
+    with pytest.raises(ConfigError, match="lies in the board's folder"):
+        card_policy(replace(profile, sandbox_read=(str(link),)), network=True,
+                    workspace=workspace, home=board, card_home=None)
