@@ -52,15 +52,14 @@ def system_view() -> SystemView:
                     binds.append(resolved)
         elif path.is_dir():
             binds.append(path)
-    binds += _resolver_targets()
+    binds += resolver_targets()
     files, dirs = etc_secrets(Path("/etc"))
     return SystemView(tuple(binds), tuple(links), files, dirs)
 
 
-def _resolver_targets() -> list[Path]:
+def resolver_targets(link: Path = Path("/etc/resolv.conf")) -> list[Path]:
     """/etc/resolv.conf when it links to a file outside the view (systemd's stub under /run):
     that one file, so names resolve with the network on."""
-    link = Path("/etc/resolv.conf")
     if not link.is_symlink():
         return []
     target = Path(os.path.realpath(link))

@@ -10,7 +10,13 @@ import pytest
 
 from kanban.state.config import Profile
 from kanban.state.errors import ConfigError
-from kanban.tools.hostview import SystemView, etc_secrets, own_interpreter, program_places
+from kanban.tools.hostview import (
+    SystemView,
+    etc_secrets,
+    own_interpreter,
+    program_places,
+    resolver_targets,
+)
 from kanban.tools.sandbox import SandboxPolicy, git_common_dir
 from kanban.worker.sandboxing import card_policy
 
@@ -137,3 +143,15 @@ def test_a_cards_policy_binds_its_grants_its_python_and_refuses_a_link_into_the_
     with pytest.raises(ConfigError, match="lies in the board's folder"):
         card_policy(replace(profile, sandbox_read=(str(link),)), network=True,
                     workspace=workspace, home=board, card_home=None)
+
+
+def test_a_resolv_conf_linked_into_run_brings_that_one_file(tmp_path: Path) -> None:
+    stub = tmp_path / "run" / "systemd" / "resolve" / "stub-resolv.conf"
+    stub.parent.mkdir(parents=True)
+    stub.write_text("nameserver 127.0.0.53\n")
+    link = tmp_path / "resolv.conf"
+    link.symlink_to(stub)
+    assert resolver_targets(link) == [stub]
+    plain = tmp_path / "plain.conf"
+    plain.write_text("nameserver 10.0.0.1\n")
+    assert resolver_targets(plain) == []
