@@ -4,6 +4,8 @@
 runner's process group, prlimit and timeout wrappers, output file, result text) against
 `subprocess.run(["bash", "-c", "true"])`. 9.2 `write_file` then `read_file` of a small file
 (confinement, atomic write, text checks, numbered lines) against pathlib's write and read.
+9.3 the same `terminal("true")` inside the bubblewrap sandbox a card gets, against 9.1: the
+sandbox's cost per command (goal: within 2x). Skipped where bwrap cannot start.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from bench.report import Goal, Row
 from kanban.agent.types import ToolCall
 from kanban.state.config import Profile
 from kanban.tools.catalog import REGISTRY
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, check_sandbox
 from kanban.tools.workbench import Workbench, command_env
 
 CALLS = {"full": 300, "quick": 100, "smoke": 5}
@@ -67,6 +70,36 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
         term += timed(terminal, count // 3 or 1)
         base += timed(bare, count // 3 or 1)
     file_ms, bare_file_ms = timed(files, count), timed(bare_files, count)
+    return [*_rows(term, base, file_ms, bare_file_ms, count),
+            *_sandboxed(work, workspace, count, median(term))]
+
+
+def _sandboxed(work: Path, workspace: Path, count: int, plain_ms: float) -> list[Row]:
+    """9.3: terminal("true") through the card's sandbox, against the plain runner (9.1)."""
+    if not check_sandbox().available:
+        return []
+    home = work / "card-home"
+    home.mkdir(exist_ok=True)
+    policy = SandboxPolicy(writable=(workspace,), hidden=(work / "board",), network=False,
+                           home=home)
+    bench = Workbench(workspace=workspace, profile=Profile(), approval="deny",
+                      env=command_env({"PATH": os.environ["PATH"]}, workspace),
+                      runner=BwrapRunner(policy))
+    box = REGISTRY.toolbox(["terminal"], contexts={"terminal": bench})
+
+    def terminal() -> None:
+        result = box.call(ToolCall("s", "terminal", json.dumps({"command": "true"})))
+        assert result.content.startswith("exit code 0"), result.content
+
+    terminal()
+    samples = timed(terminal, count)
+    return [Row("9.3", "terminal tool round trip in the sandbox (`true`)", "ms",
+                median(samples), plain_ms, "9.1 (plain runner)", Goal("ratio", "<=", 2.0),
+                f"median of {len(samples)} calls: bwrap, network off, system view")]
+
+
+def _rows(term: list[float], base: list[float], file_ms: list[float],
+          bare_file_ms: list[float], count: int) -> list[Row]:
     return [
         Row("9.1", "terminal tool round trip (`true`)", "ms", median(term), median(base),
             "subprocess.run(bash -c true)", Goal("value", "<=", 25, "ms"),

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from kanban.state.plans import in_list
+from kanban.state.sandbox_paths import card_home_path
 from kanban.state.store import Conn, Database
 from kanban.states import TERMINAL
 from kanban.workspaces import scratch_dir
@@ -110,8 +111,8 @@ def _prune_batch(conn: Conn, board: str, status: str, cutoff: datetime, now: dat
 
 def _remove_files(home: Path, pruned: list[_Pruned], report: GcReport,
                   remove_worktree: RemoveWorktree | None = None) -> None:
-    """Worker logs, scratch workspaces and worktrees of pruned cards (never a path outside
-    home)."""
+    """Worker logs, scratch workspaces, worktrees and sandbox HOMEs of pruned cards (never
+    a path outside home)."""
     logs = home / "logs"
     for card in pruned:
         for attempt in range(1, card.attempts + 1):
@@ -119,17 +120,16 @@ def _remove_files(home: Path, pruned: list[_Pruned], report: GcReport,
             if log.is_file() and not log.is_symlink():
                 log.unlink(missing_ok=True)
                 report.logs += 1
-        checkout = scratch_dir(home, card.board, card.card_id)
-        if remove_worktree is not None and (checkout / ".git").is_file():  # a worktree's
-            report.worktrees += remove_worktree(checkout)
-            continue
-        if card.scratch:
-            workspace = scratch_dir(home, card.board, card.card_id)
-            # a git worktree checked out there (a profile's default) is left to git
-            if (workspace.is_dir() and not workspace.is_symlink()
-                    and not (workspace / ".git").exists()):
-                shutil.rmtree(workspace, ignore_errors=True)
-                report.workspaces += 1
+        workspace = scratch_dir(home, card.board, card.card_id)
+        if remove_worktree is not None and (workspace / ".git").is_file():  # a worktree's
+            report.worktrees += remove_worktree(workspace)
+        elif card.scratch and workspace.is_dir() and not workspace.is_symlink() \
+                and not (workspace / ".git").exists():  # a worktree there is left to git
+            shutil.rmtree(workspace, ignore_errors=True)
+            report.workspaces += 1
+        own_home = card_home_path(home, card.board, card.card_id)  # a sandboxed card's HOME
+        if own_home.is_dir() and not own_home.is_symlink():
+            shutil.rmtree(own_home, ignore_errors=True)
 
 
 def _give_back_pages(db: Database, report: GcReport) -> None:

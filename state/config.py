@@ -56,6 +56,10 @@ class Profile:
     network: bool | tuple[str, ...] = True
     network_hosts: Mapping[str, str] = field(default_factory=dict)  # name = "IP", no DNS
     sandbox: str = "auto"  # auto: bwrap when it works here | required: refuse without | off
+    # Absolute paths (`~`: the real home) a card's sandbox shows read-only / lets it write,
+    # beside the system, its workspace, its own HOME and a private /tmp.
+    sandbox_read: tuple[str, ...] = ()
+    sandbox_write: tuple[str, ...] = ()
     workspace: str | None = None  # the cards' default workspace spec (None: scratch)
     # orchestrator: its delegated cards may delegate in turn (issue 16), and it gets
     # kanban_list and kanban_unblock (issue 19); decomposer: it splits triaged cards.

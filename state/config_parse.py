@@ -30,7 +30,8 @@ def parse_config(raw: Mapping[str, Any], path: Path | None = None) -> Config:
     check_bounds(delivery, raw.get("delivery", {}), f"{where}: [delivery]")
     mcp = {name: _mcp_server(name, values, f"{where}: [mcp.{name}]")
            for name, values in _table(raw, "mcp", where).items()}
-    profiles = parse_profiles(_table(raw, "profiles", where), mcp, where)
+    profiles = parse_profiles(_table(raw, "profiles", where), mcp, where,
+                              folder=path.parent if path is not None else None)
     web = build(WebSettings, raw.get("web", {}), f"{where}: [web]")
     if web.search not in (None, "searxng", "brave", "tavily"):
         raise ConfigError(f"{where}: [web].search must be searxng, brave or tavily")

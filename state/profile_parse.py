@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from kanban.state.config import BUILTIN_PROFILES, McpServer, Profile
 from kanban.state.config_values import build, check_bounds
 from kanban.state.errors import ConfigError
 from kanban.state.network import parse_network, parse_pins
+from kanban.state.sandbox_paths import grants, hidden_program
 
 APPROVAL_MODES = ("deny", "ask", "allow")
 WORKSPACE_SPEC = re.compile(r"^(scratch|worktree|parent|dir:.+)$")
@@ -23,8 +25,9 @@ _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def parse_profiles(table: Mapping[str, Any], mcp: Mapping[str, McpServer],
-                   where: str) -> dict[str, Profile]:
-    """The built-in profiles, with those of `table` added or laid over them."""
+                   where: str, folder: Path | None = None) -> dict[str, Profile]:
+    """The built-in profiles, with those of `table` added or laid over them (`folder`: the
+    board's, which no sandbox grant may reach into)."""
     profiles: dict[str, Profile] = dict(BUILTIN_PROFILES)
     for name, values in table.items():
         base = profiles.get(name, Profile(name=name))
@@ -32,12 +35,15 @@ def parse_profiles(table: Mapping[str, Any], mcp: Mapping[str, McpServer],
         if not _PROFILE_NAME.match(str(name)):
             raise ConfigError(f"{section}: a profile name is 1-64 letters, digits, '.', '_' "
                               "or '-'")
-        profiles[name] = _network(build(Profile, _listed(_plain(values), "api_key_env"),
-                                        section, base=base), values, section)
+        listed = _listed(_listed(_listed(_plain(values), "api_key_env"), "sandbox_read"),
+                         "sandbox_write")
+        profiles[name] = _granted(_network(build(Profile, listed, section, base=base), values,
+                                           section), section, folder)
         check_bounds(profiles[name], values, section)
         _check_profile(profiles[name], section)
         _check_models(profiles[name], section)
         _check_work(profiles[name], mcp, section)
+        _check_servers(profiles[name], mcp, section, folder)
     return profiles
 
 
@@ -60,6 +66,18 @@ def _network(profile: Profile, values: Mapping[str, Any], section: str) -> Profi
         changes["network_hosts"] = parse_pins(values["network_hosts"],
                                               f"{section}.network_hosts")
     return replace(profile, **changes) if changes else profile
+
+
+def _granted(profile: Profile, section: str, folder: Path | None) -> Profile:
+    """The profile with its sandbox grants checked and `~` expanded."""
+    if not profile.sandbox_read and not profile.sandbox_write:
+        return profile
+    def checked(key: str) -> tuple[str, ...]:
+        return grants(getattr(profile, key), key, section, folder=folder,
+                      network=profile.network)
+
+    return replace(profile, sandbox_read=checked("sandbox_read"),
+                   sandbox_write=checked("sandbox_write"))
 
 
 def _check_models(profile: Profile, section: str) -> None:
@@ -133,3 +151,18 @@ def _check_work(profile: Profile, mcp: Mapping[str, McpServer], where: str) -> N
     for toolset in profile.toolsets:
         if toolset.startswith("mcp:") and toolset[4:] not in mcp:
             raise ConfigError(f"{where}.toolsets: {toolset!r} names no [mcp.{toolset[4:]}] table")
+
+
+def _check_servers(profile: Profile, mcp: Mapping[str, McpServer], where: str,
+                   folder: Path | None) -> None:
+    """A sandboxed profile's stdio servers must not start from the board's folder: the
+    sandbox hides it, so they could not start."""
+    if profile.sandbox == "off":
+        return
+    for toolset in profile.toolsets:
+        server = mcp.get(toolset[4:]) if toolset.startswith("mcp:") else None
+        hidden = hidden_program(server.command, server.args, folder) if server else None
+        if hidden:
+            raise ConfigError(f"{where}.toolsets: [mcp.{toolset[4:]}] runs {hidden}, inside "
+                              f"the board's folder, which the sandbox hides; move it out or "
+                              'give the profile sandbox = "off"')

@@ -1,9 +1,12 @@
 """Commands in a bubblewrap sandbox: the policy, built in one place, and its runner.
 
-Each command gets its own PID, IPC, UTS and mount namespaces: the system read-only, the
-workspace read-write, a private `/tmp`, the board's folder (database, logs, other cards'
-workspaces) hidden, a fresh `/proc` that shows only the command's own processes, and the
-network on or off. Like `PlainRunner`, this knows nothing of agents or cards.
+Each command gets its own PID, IPC, UTS and mount namespaces and a minimal view of the
+host: the system read-only (`/usr`, `/bin`, `/lib*`, `/opt`, `/etc` without its secrets), a
+fresh `/proc` and `/dev`, a private `/tmp`, its own HOME, the workspace read-write, and
+exactly the extra paths the policy lists. Homes, `/root`, `/run` (host sockets), `/var` and
+the board's folder are not there. The network is on or off (off: no TCP, no abstract or
+filesystem Unix sockets of the host). Like `PlainRunner`, this knows nothing of agents or
+cards.
 """
 
 from __future__ import annotations
@@ -13,50 +16,86 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kanban.tools.hostview import SystemView, system_view
 from kanban.tools.runner import CommandResult, CommandSpec, PlainRunner
 
 PROBE_TIMEOUT_S = 10.0
 SANDBOX_MODES = ("auto", "required", "off")
+# Mounts made in order of depth; at one depth: read-only binds, then empty tmpfs and hidden
+# files, then writable binds (a hidden folder may hold the workspace, or sit inside it),
+# then the read-only overlays that protect parts of writable folders (read-only wins).
+_RANK = {"--ro-bind": 0, "--tmpfs": 1, "--hide": 1, "--bind": 2, "--ro-over": 3}
 
 
 @dataclass(frozen=True)
 class SandboxPolicy:
-    """What a sandboxed command may touch: `writable` folders, `hidden` ones (an empty
-    tmpfs over them), `readonly` ones (bound read-only: inside a writable folder, or
-    holding writable ones), and whether it has a network. The deepest mount of a path
-    wins; at the same path, read-only wins."""
+    """What a sandboxed command may touch: `writable` folders, `readable` ones (beside the
+    system view), `readonly` ones (bound read-only over parts of writable folders: a
+    repository's hooks and config; at the same path read-only wins), `hidden` ones (an
+    empty read-only tmpfs over them), its own `home` (bound writable, HOME points there),
+    whether it has a network (or only a proxy's socket), and the host's `system` view."""
 
     writable: tuple[Path, ...]
     hidden: tuple[Path, ...] = ()
     network: bool = True
+    home: Path | None = None
+    readable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()
     # A card with a network list: no network of its own, but this proxy's folder (bound
     # read-only) reached through kanban.tools.netbridge.
     proxy_socket: Path | None = None
+    system: SystemView = field(default_factory=system_view, repr=False)
 
     def wrap(self, argv: Sequence[str], cwd: Path, bwrap: str = "bwrap") -> list[str]:
         """`argv` as run inside the sandbox, starting in `cwd`."""
         args = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid",
-                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network or self.proxy_socket is not None:
             args.append("--unshare-net")
         if os.geteuid() == 0:  # root in the sandbox must not remount its way out
             args += ["--cap-drop", "ALL"]
-        # Parents before children: a hidden folder may hold the workspace or sit inside it.
-        mounts = [(Path("/tmp"), "--tmpfs"), *((p, "--tmpfs") for p in self.hidden),
-                  *((p, "--bind") for p in self.writable),
-                  *((p, "--ro-bind") for p in self.readonly),
-                  *((p.parent, "--ro-bind") for p in (self.proxy_socket,) if p is not None)]
-        order = ("--tmpfs", "--bind", "--ro-bind")
-        for path, kind in sorted(mounts, key=lambda m: (len(m[0].parts), order.index(m[1]))):
-            args += [kind, str(path)] if kind == "--tmpfs" else [kind, str(path), str(path)]
-        for path in self.hidden:  # empty and read-only, once the binds inside it are made
+        args += _system_args(self.system)
+        for path, kind in self._mounts():
+            if kind == "--tmpfs":
+                args += [kind, str(path)]
+            elif kind == "--hide":
+                args += ["--ro-bind", "/dev/null", str(path)]
+            elif kind == "--ro-over":
+                args += ["--ro-bind", str(path), str(path)]
+            else:
+                args += [kind, str(path), str(path)]
+        for path in (*self.system.hidden_dirs, *self.hidden):  # empty and read-only
             args += ["--remount-ro", str(path)]
+        if self.home is not None:
+            args += ["--setenv", "HOME", str(self.home)]
         return [*args, "--chdir", str(cwd), "--", *argv]
+
+    def _mounts(self) -> list[tuple[Path, str]]:
+        """Every mount over the system view, parents before children."""
+        view = self.system
+        writable = (*self.writable, *((self.home,) if self.home is not None else ()))
+        mounts = [*((p, "--hide") for p in view.hidden_files),
+                  *((p, "--tmpfs") for p in view.hidden_dirs),
+                  (Path("/tmp"), "--tmpfs"), *((p, "--tmpfs") for p in self.hidden),
+                  *((p, "--ro-bind") for p in self.readable),
+                  *((p.parent, "--ro-bind") for p in (self.proxy_socket,) if p is not None),
+                  *((p, "--bind") for p in writable),
+                  *((p, "--ro-over") for p in self.readonly)]
+        return sorted(mounts, key=lambda m: (len(m[0].parts), _RANK[m[1]]))
+
+
+@functools.cache
+def _system_args(view: SystemView) -> tuple[str, ...]:
+    """The system read-only, merged-/usr links, a fresh /proc and /dev."""
+    args: list[str] = []
+    for path in view.binds:
+        args += ["--ro-bind", str(path), str(path)]
+    for target, link in view.links:
+        args += ["--symlink", target, str(link)]
+    return (*args, "--proc", "/proc", "--dev", "/dev")
 
 
 class BwrapRunner:
@@ -110,5 +149,4 @@ def check_sandbox(bwrap: str = "bwrap") -> SandboxCheck:
         return SandboxCheck(False, f"bwrap cannot make a sandbox here ({detail}); "
                                    "commands run unsandboxed")
     return SandboxCheck(True, f"bwrap ({path}): own PID/IPC/mount namespaces, system "
-                              "read-only, workspace read-write")
-
+                              "read-only, workspace and own HOME read-write")

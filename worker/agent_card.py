@@ -39,7 +39,12 @@ from kanban.worker.plan import WorkerPlan, prepare_run
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import resumed_run, stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
-from kanban.worker.sandboxing import card_network, choose_runner, refuse_board_workspace
+from kanban.worker.sandboxing import (
+    card_home_dir,
+    card_network,
+    choose_runner,
+    refuse_board_workspace,
+)
 from kanban.workspaces import DIR, WORKTREE, Workspace
 
 if TYPE_CHECKING:
@@ -181,9 +186,13 @@ def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: 
                     setting: Setting, workspace: Workspace, network: Network) -> Runner:
     """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
     the worker's log and, for cards that run commands, in the run's events."""
+    servers = [config.mcp[t[4:]] for t in plan.toolsets
+               if t.startswith("mcp:") and t[4:] in config.mcp]
+    own_home = card_home_dir(setting.home, card.board, card.id) \
+        if plan.profile.sandbox != "off" else None
     choice = choose_runner(setting.runner, plan.profile, network=network,
                            workspace=workspace.path, home=setting.home, checkout=workspace,
-                           web=config.web)
+                           web=config.web, card_home=own_home, servers=servers)
     print(f"card #{card.id}: {choice.note}", flush=True)
     if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
         scope.write(lambda conn: record_event(

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kanban.attachments import Attachments
 from kanban.service import Kanban
 from kanban.state.config import Config
+from kanban.state.sandbox_paths import card_home_path, reach
 from kanban.tools.scope import WorkerScope
 from kanban.worker.plan import WorkerPlan, preview_run, toolbox_for
 from kanban.worker.redact import MASK, redact, secrets_in
@@ -31,6 +32,7 @@ class WorkerPreview:
     environment: dict[str, str]
     lease_s: float
     secrets: list[str]
+    reach: dict[str, Any] = field(default_factory=dict)  # what its commands can touch
 
     def masked(self, text: str) -> str:
         return _URL_PASSWORD.sub(rf"\1:{MASK}@", redact(text, self.secrets))
@@ -59,6 +61,7 @@ class WorkerPreview:
             "messages": [{"role": m.role, "content": self.masked(m.content or "")}
                          for m in p.opening],
             "environment": self.environment,
+            "reach": self.reach,
         }
 
 
@@ -81,7 +84,9 @@ def preview_worker(kb: Kanban, card_id: int, config: Config, env: Mapping[str, s
     tools = [{"name": t.name, "description": preview.masked(t.description),
               "parameters": t.parameters} for t in toolbox_for(plan, scope).specs()]
     masked_env = {k: _mask_variable(k, v, preview) for k, v in sorted(environment.items())}
-    return WorkerPreview(plan, tools, masked_env, config.limits.lease_s, secrets)
+    return WorkerPreview(plan, tools, masked_env, config.limits.lease_s, secrets,
+                         reach(plan.profile,
+                               card_home=card_home_path(home, card.board, card.id)))
 
 
 def _mask_variable(name: str, value: str, preview: WorkerPreview) -> str:

@@ -4,17 +4,19 @@ else the plain runner (said in the run's events), or a refusal when the profile 
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from kanban.records import CardRecord
 from kanban.service import Kanban
-from kanban.state.config import Config, Profile, WebSettings
+from kanban.state.config import Config, McpServer, Profile, WebSettings
 from kanban.state.errors import ConfigError
 from kanban.state.network import HostList, Network, intersect
+from kanban.state.sandbox_paths import card_home_path
 from kanban.tools.gitwall import card_wall
+from kanban.tools.hostview import own_interpreter, program_places
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.netproxy import NetProxy
 from kanban.tools.procctl import become_subreaper, libc, seal_environment, undumpable
@@ -57,11 +59,13 @@ class RunnerChoice:
 
 def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace: Path,
                   home: Path, checkout: Workspace | None = None,
-                  web: WebSettings | None = None) -> RunnerChoice:
+                  web: WebSettings | None = None, card_home: Path | None = None,
+                  servers: Sequence[McpServer] = ()) -> RunnerChoice:
     """bwrap around `base` when the profile allows it and bwrap works; ConfigError when the
-    profile requires a sandbox that this host cannot give. `checkout`: the resolved
-    workspace, whose recorded git folders (a worktree's) fix what git may write. A network
-    list adds the worker's proxy (enforced only inside bwrap)."""
+    profile requires a sandbox that this host cannot give, or when something its commands
+    need to start lies in the board's folder, which the sandbox hides. `checkout`: the
+    resolved workspace, whose recorded git folders (a worktree's) fix what git may write. A
+    network list adds the worker's proxy (enforced only inside bwrap)."""
     proxy = None
     if isinstance(network, tuple):
         proxy = NetProxy(HostList(network, profile.network_hosts), web or WebSettings())
@@ -74,12 +78,9 @@ def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace
             raise ConfigError(f"profile {profile.name!r} has sandbox = \"required\" but "
                               f"{check.reason.split(';')[0]}")
         return _unsandboxed(base, proxy, f"no sandbox: {check.reason}")
-    git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
-    wall = card_wall(workspace, git, branch,
-                     scratch=checkout is not None and checkout.kind == SCRATCH)
-    policy = SandboxPolicy(writable=wall.writable, hidden=hidden_folders(home, workspace),
-                           network=network is True, readonly=wall.readonly,
-                           proxy_socket=proxy.socket_path if proxy else None)
+    policy = card_policy(profile, network=network, workspace=workspace, home=home,
+                         checkout=checkout, card_home=card_home, servers=servers,
+                         proxy=proxy)
     runner: Runner = BwrapRunner(policy, base)
     if proxy is None:
         return RunnerChoice(runner, f"sandbox: bwrap, network {'on' if network else 'off'}")
@@ -98,6 +99,52 @@ def _unsandboxed(base: Runner, proxy: NetProxy | None, note: str) -> RunnerChoic
 def _listed(patterns: Network) -> str:
     shown = patterns if isinstance(patterns, tuple) else ()
     return ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
+
+
+def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Path,
+                checkout: Workspace | None = None, card_home: Path | None = None,
+                servers: Sequence[McpServer] = (), proxy: NetProxy | None = None
+                ) -> SandboxPolicy:
+    """The wall of one card: its workspace, what its recorded git folders let a commit
+    write (a worktree's), its own HOME and the profile's `sandbox_write` writable; a
+    repository's hooks, config and start-up files in them read-only; the profile's
+    `sandbox_read`, this Python and its MCP servers' programs readable; the board's folder
+    hidden; the network on, off, or only the proxy's socket."""
+    hidden = hidden_folders(home, workspace)
+    granted = _existing(profile.sandbox_write)
+    readable = [*_existing(profile.sandbox_read), *own_interpreter()]
+    for server in servers:
+        if server.command:
+            readable += program_places(server.command, server.args, os.environ.get("PATH"))
+    _refuse_hidden(profile, [*readable, *granted], hidden)
+    git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
+    wall = card_wall(workspace, git, branch,
+                     scratch=checkout is not None and checkout.kind == SCRATCH)
+    return SandboxPolicy(writable=(*wall.writable, *granted), hidden=hidden,
+                         network=network is True, home=card_home,
+                         readable=tuple(dict.fromkeys(readable)), readonly=wall.readonly,
+                         proxy_socket=proxy.socket_path if proxy else None)
+
+
+def _existing(paths: Sequence[str]) -> list[Path]:
+    """A profile's grants that exist on this host (a missing one is nothing to bind)."""
+    return [Path(p) for p in paths if os.path.lexists(p)]
+
+
+def _refuse_hidden(profile: Profile, paths: Sequence[Path], hidden: Sequence[Path]) -> None:
+    for given in paths:
+        path = Path(os.path.realpath(given))  # a link into the folder counts as inside it
+        for folder in hidden:
+            if path == folder or folder in path.parents:
+                raise ConfigError(f"profile {profile.name!r}: {given} lies in the board's "
+                                  f"folder {folder}, which the sandbox hides; move it out")
+
+
+def card_home_dir(home: Path, board: str, card_id: int) -> Path:
+    """The card's own HOME inside a sandbox: empty at first, kept across its attempts."""
+    path = card_home_path(home, board, card_id)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
 
 
 def hidden_folders(home: Path, workspace: Path) -> tuple[Path, ...]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kanban.activity import describe as describe_activity
 from kanban.activity import money
 from kanban.cli.output import one_line, paint, plural, when
+from kanban.state.sandbox_paths import reach_lines
 from kanban.state.timeutil import utcnow
 from kanban.when import age, until
 
@@ -308,6 +309,9 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
         if note:
             lines.append(paint(f"  commands: {note}",
                                "green" if note.startswith("bwrap (") else "yellow"))
+    for name, data in s.reach.items():  # what each profile's commands can touch
+        lines.append(f"profile {name} commands ({data['sandbox']}):")
+        lines += [paint(f"  {line}", "dim") for line in reach_lines(data)]
     lines.append(f"live workers: {len(s.workers)}")
     lines += [f"  {line}" for line in worker_lines(s.workers, now)]
     lines += cron_lines(s.next_fires, now)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,11 +14,13 @@ from kanban.cli.base import (
     DEFAULT_BOARD,
     board_filter,
     command,
+    config_of,
     json_option,
     location_of,
     open_kanban,
     state_of,
 )
+from kanban.state.errors import ConfigError
 
 GITIGNORE = """\
 # Written by `kanban init`: the board's database, logs and workspaces stay out of git.
@@ -81,6 +85,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     location = location_of(ctx)
     summary = read_status(open_kanban(ctx), board_filter(ctx), location)
+    summary = replace(summary, reach=profiles_reach(ctx))
     if as_json:
         output.print_json(summary.to_json())
     else:
@@ -91,6 +96,17 @@ def status(ctx: click.Context, as_json: bool) -> None:
         from kanban.errors import ConfigError
 
         raise ConfigError(summary.config_error)
+
+
+def profiles_reach(ctx: click.Context) -> dict[str, Any]:
+    """What a card of each profile that runs commands can read, write and reach."""
+    from kanban.state.sandbox_paths import reach, runs_commands
+
+    try:
+        config = config_of(ctx)
+    except ConfigError:  # said by the config check; the counts still show
+        return {}
+    return {name: reach(p) for name, p in sorted(config.profiles.items()) if runs_commands(p)}
 
 
 SHELLS = ("bash", "zsh", "fish")

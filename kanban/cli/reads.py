@@ -50,6 +50,7 @@ class Status:
     sandbox: dict[int, str] = field(default_factory=dict)  # by live dispatcher: bwrap or why not
     journal: str | None = None  # SQLite without WAL: what that costs (None: all is well)
     config_error: str | None = None  # why the config cannot be used (as `dispatch` says it)
+    reach: dict[str, Any] = field(default_factory=dict)  # by profile that runs commands
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +64,7 @@ class Status:
             "next_fires": [f.to_json() for f in self.next_fires],
             "sandbox": {str(k): v for k, v in self.sandbox.items()},
             "journal_warning": self.journal,
+            "reach": self.reach,
         }
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kanban.activity import money
 from kanban.cli.output import colour_on, paint
 from kanban.cli.plain import STATUS_STYLE, heading, status_word
+from kanban.state.sandbox_paths import reach_lines
 
 if TYPE_CHECKING:
     from kanban.search import SearchHit
@@ -60,6 +61,7 @@ def context_lines(data: dict[str, Any]) -> list[str]:
               f"{limits['timeout_s']:g}s timeout · {limits['lease_s']:g}s lease · "
               f"{limits['attempts_left']} attempts left", "dim"),
         paint(f"toolsets: {', '.join(data['toolsets'])}", "dim"),
+        *(paint(line, "dim") for line in reach_lines(data["reach"])),
         heading("system"), *data["system"].splitlines(),
     ]
     for message in data["messages"]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -164,3 +165,27 @@ def test_a_stdio_mcp_server_runs_in_the_same_sandbox(board: BoardFiles) -> None:
     fields = dict(part.split("=", 1) for part in probe.split())
     assert int(fields["pids"]) <= 3 and int(fields["max"]) < 50, probe
     assert fields["wrote"] == "no" and fields["keys"] == "none" and not outside.exists()
+
+
+def test_a_stdio_mcp_server_from_a_venv_under_tmp_starts_in_the_private_tmp(
+        board: BoardFiles, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """/tmp is private in the sandbox: the server's venv (and its base Python) are bound."""
+    venv = tmp_path_factory.mktemp("server-venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    site = next(venv.glob("lib/python*/site-packages"))
+    ours = next(p for p in sys.path if p.endswith("site-packages"))
+    (site / "ours.pth").write_text(ours + "\n")  # the SDK, from the worker's own venv
+    spec = board.script("mcp", [
+        {"tool_calls": [{"name": "test__echo", "arguments": {"text": "from /tmp"}}]},
+        {"tool_calls": [{"name": "kanban_complete", "arguments": {"summary": "ok"}}]}])
+    board.configure(f'[profiles.mcp]\nmodel = "{spec}"\ntoolsets = ["kanban", "mcp:test"]\n'
+                    'sandbox = "required"\nnetwork = false\n'
+                    f'[mcp.test]\ncommand = "{venv}/bin/python"\nargs = ["{MCP_SERVER}"]\n')
+    card = board.add("echo from a venv under /tmp", profile="mcp")
+    kanban(board.path, "dispatch", "--once", env={**os.environ, "OPENAI_API_KEY": SECRET})
+    status, error = query(board.path, "SELECT status, error FROM card WHERE id = ?", card)[0]
+    assert status == "done", error
+    (echo,) = query(board.path, """SELECT m.content FROM message m JOIN run r
+        ON r.id = m.run_id WHERE r.card_id = ? AND m.name = 'test__echo'""", card)[0]
+    assert "echo: from /tmp" in echo

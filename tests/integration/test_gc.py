@@ -13,6 +13,7 @@ import pytest
 from kanban import claims, gc
 from kanban.cards import NewCard
 from kanban.service import Kanban
+from kanban.state.sandbox_paths import card_home_path
 from kanban.state.store import Database
 from kanban.tools import worktree
 from kanban.tools.worktree_lifecycle import remove_checkout
@@ -37,6 +38,9 @@ def finished_card(kb: Kanban, home: Path, title: str, *, transcript: int = 3,
     scratch = scratch_dir(home, "default", card.id)
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "notes.txt").write_text("work\n")
+    own_home = card_home_path(home, "default", card.id)  # its sandbox HOME
+    own_home.mkdir(parents=True, exist_ok=True)
+    (own_home / ".bash_history").write_text("ls\n")
     kb.complete(card.id, "done", actor=Actor("worker", claim.claim_token))
     return card.id
 
@@ -65,10 +69,12 @@ def test_gc_archives_and_prunes_old_finished_cards_in_batches(tmp_path: Path) ->
             assert kb.card(card_id).archived_at is not None
             assert not (home / "logs" / f"{card_id}-1.log").exists()
             assert not scratch_dir(home, "default", card_id).exists()
+            assert not card_home_path(home, "default", card_id).exists()
             # one event stays: the archive, saying what went
             assert count(db, "SELECT count(*) FROM event WHERE card_id = :c", c=card_id) == 1
         assert kb.card(recent).archived_at is None
         assert (home / "logs" / f"{recent}-1.log").exists()
+        assert card_home_path(home, "default", recent).exists()
         assert count(db, "SELECT count(*) FROM message m JOIN run r ON r.id = m.run_id "
                          "WHERE r.card_id = :c", c=recent) == 3
         assert kb.card(waiting).status == "ready"

@@ -254,6 +254,7 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert status.pop("sandbox") == {}  # said per live dispatcher
     assert status.pop("journal_warning") is None  # WAL on a local disk
     assert status.pop("config_error") is None
+    assert status.pop("reach")["general"]["network"] is True  # per profile that runs commands
     assert status == {"board": None, "counts": {
         "triage": 0, "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "review": 0,
         "waiting": 0, "blocked": 0, "done": 1, "failed": 0, "cancelled": 0}, "total": 2,

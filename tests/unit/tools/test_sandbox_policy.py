@@ -1,28 +1,47 @@
-"""The bubblewrap policy as arguments (parents mounted before children, read-only over
-writable, network per flag) and the git wall it is given."""
+"""The bubblewrap policy as arguments: a minimal system view, parents mounted before
+children, read-only over writable, the card's own HOME, a profile's grants, network per
+flag, and the git wall it is given."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from kanban.state.config import Profile
+from kanban.state.errors import ConfigError
 from kanban.tools.gitwall import Wall, card_wall
+from kanban.tools.hostview import (
+    SystemView,
+    etc_secrets,
+    own_interpreter,
+    program_places,
+    resolver_targets,
+)
 from kanban.tools.sandbox import SandboxPolicy
+from kanban.worker.sandboxing import card_policy
 from kanban.workspaces import GitPaths
+
+MERGED = SystemView(binds=(Path("/usr"), Path("/opt"), Path("/etc")),
+                    links=(("usr/bin", Path("/bin")), ("usr/lib", Path("/lib"))),
+                    hidden_files=(Path("/etc/shadow"),), hidden_dirs=(Path("/etc/ssl/private"),))
+BARE = SystemView(binds=(), links=(), hidden_files=(), hidden_dirs=())
 
 
 def mounts(argv: list[str]) -> list[tuple[str, str]]:
     out = []
     for i, arg in enumerate(argv):
-        if arg in ("--tmpfs", "--bind", "--ro-bind", "--remount-ro") and argv[i + 1] != "/":
-            out.append((arg, argv[i + 1]))  # (the system view aside)
+        if arg in ("--tmpfs", "--bind", "--remount-ro", "--ro-bind"):
+            out.append((arg, argv[i + 1]))
     return out
 
 
 def test_the_board_folder_is_hidden_before_the_workspace_inside_it_is_bound() -> None:
     home = Path("/srv/project/.kanban")
     workspace = home / "workspaces" / "default" / "7"
-    argv = SandboxPolicy(writable=(workspace,), hidden=(home,), network=False).wrap(
-        ["bash", "-c", "ls"], workspace)
+    argv = SandboxPolicy(writable=(workspace,), hidden=(home,), network=False,
+                         system=BARE).wrap(["bash", "-c", "ls"], workspace)
     assert mounts(argv) == [("--tmpfs", "/tmp"), ("--tmpfs", str(home)),
                             ("--bind", str(workspace)), ("--remount-ro", str(home))]
     assert "--unshare-net" in argv and "--unshare-pid" in argv and "--unshare-ipc" in argv
@@ -31,7 +50,8 @@ def test_the_board_folder_is_hidden_before_the_workspace_inside_it_is_bound() ->
 
 
 def test_a_network_profile_keeps_the_hosts_network() -> None:
-    argv = SandboxPolicy(writable=(Path("/w"),), network=True).wrap(["true"], Path("/w"))
+    argv = SandboxPolicy(writable=(Path("/w"),), network=True, system=BARE).wrap(
+        ["true"], Path("/w"))
     assert "--unshare-net" not in argv and ("--bind", "/w") in mounts(argv)
 
 
@@ -39,8 +59,8 @@ def test_read_only_paths_are_bound_over_the_writable_folders_that_hold_them() ->
     common, workspace = Path("/srv/repo/.git"), Path("/srv/repo/.kanban/ws/7")
     objects, admin = common / "objects", common / "worktrees" / "7"
     argv = SandboxPolicy(writable=(workspace, objects, admin),
-                         readonly=(common, admin / "gitdir", workspace / ".bashrc")
-                         ).wrap(["true"], workspace)
+                         readonly=(common, admin / "gitdir", workspace / ".bashrc"),
+                         system=BARE).wrap(["true"], workspace)
     assert mounts(argv) == [
         ("--tmpfs", "/tmp"), ("--ro-bind", str(common)), ("--bind", str(objects)),
         ("--bind", str(workspace)), ("--bind", str(admin)),
@@ -48,8 +68,8 @@ def test_read_only_paths_are_bound_over_the_writable_folders_that_hold_them() ->
 
 
 def test_at_the_same_path_read_only_wins() -> None:
-    argv = SandboxPolicy(writable=(Path("/w"),), readonly=(Path("/w"),)).wrap(["true"],
-                                                                              Path("/w"))
+    argv = SandboxPolicy(writable=(Path("/w"),), readonly=(Path("/w"),),
+                         system=BARE).wrap(["true"], Path("/w"))
     assert mounts(argv) == [("--tmpfs", "/tmp"), ("--bind", "/w"), ("--ro-bind", "/w")]
 
 
@@ -85,3 +105,100 @@ def test_a_writable_checkout_keeps_its_git_folder_and_shell_start_up_files(
     assert card_wall(tmp_path / "none") == Wall((tmp_path / "none",), ())
     # a scratch folder is kanban's: a repository there is the model's own
     assert card_wall(tmp_path, scratch=True) == Wall((tmp_path,), ())
+
+
+def test_the_host_is_not_bound_only_the_system_without_its_secrets() -> None:
+    argv = SandboxPolicy(writable=(Path("/w"),), system=MERGED).wrap(["true"], Path("/w"))
+    assert ("--ro-bind", "/") not in mounts(argv) and "/" not in argv[:argv.index("--")]
+    assert mounts(argv)[:3] == [("--ro-bind", "/usr"), ("--ro-bind", "/opt"),
+                                ("--ro-bind", "/etc")]
+    assert argv[argv.index("--symlink"):argv.index("--symlink") + 3] == \
+        ["--symlink", "usr/bin", "/bin"]
+    shadow = argv.index("/etc/shadow")
+    assert argv[shadow - 2:shadow + 1] == ["--ro-bind", "/dev/null", "/etc/shadow"]
+    assert ("--tmpfs", "/etc/ssl/private") in mounts(argv)
+    assert ("--remount-ro", "/etc/ssl/private") in mounts(argv)
+    assert argv[argv.index("--proc") + 1] == "/proc" and argv[argv.index("--dev") + 1] == "/dev"
+    for place in ("/root", "/home", "/run", "/var/run", "/var", "/sys"):
+        assert place not in argv, place
+
+
+def test_a_card_has_its_own_home_and_exactly_the_granted_paths() -> None:
+    board = Path("/srv/.kanban")
+    workspace, home = board / "workspaces" / "b" / "3", board / "homes" / "b" / "3"
+    argv = SandboxPolicy(writable=(workspace, Path("/srv/out")), hidden=(board,),
+                         home=home, readable=(Path("/data/ref"), Path("/tmp/venv")),
+                         system=MERGED).wrap(["true"], workspace)
+    order = mounts(argv)
+    assert order.index(("--tmpfs", "/tmp")) < order.index(("--ro-bind", "/tmp/venv"))
+    assert order.index(("--tmpfs", str(board))) < order.index(("--bind", str(home)))
+    assert ("--ro-bind", "/data/ref") in order and ("--bind", "/srv/out") in order
+    assert ("--bind", "/data/ref") not in order
+    assert argv[argv.index("--setenv"):argv.index("--setenv") + 3] == ["--setenv", "HOME",
+                                                                       str(home)]
+
+
+def test_etc_secrets_are_the_named_ones_and_what_others_cannot_read(tmp_path: Path) -> None:
+    etc = tmp_path / "etc"
+    (etc / "ssh").mkdir(parents=True)
+    (etc / "ssl" / "private").mkdir(parents=True)
+    for name, mode in [("passwd", 0o644), ("shadow", 0o640), ("sudoers", 0o644),
+                       ("ssh/ssh_host_ed25519_key", 0o644), ("ssh/ssh_config", 0o644),
+                       ("app.conf", 0o600), ("ssl/private/key.pem", 0o644)]:
+        (etc / name).write_text("x")
+        (etc / name).chmod(mode)
+    (etc / "vault").mkdir(mode=0o750)
+    (etc / "vault" / "token").write_text("x")
+    files, dirs = etc_secrets(etc)
+    assert sorted(p.relative_to(etc).as_posix() for p in files) == [
+        "app.conf", "shadow", "ssh/ssh_host_ed25519_key", "sudoers"]
+    assert sorted(p.relative_to(etc).as_posix() for p in dirs) == ["ssl/private", "vault"]
+
+
+def test_a_venv_python_brings_its_venv_and_its_base_installation(tmp_path: Path) -> None:
+    base = tmp_path / "pythons" / "3.11" / "bin"
+    base.mkdir(parents=True)
+    (base / "python3.11").write_text("")
+    venv = tmp_path / "checkout" / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(base / "python3.11")
+    (venv / "pyvenv.cfg").write_text(f"home = {base}\ninclude-system-site-packages = false\n")
+    script = tmp_path / "checkout" / "server.py"
+    script.write_text("")
+    places = program_places(str(venv / "bin" / "python"), [str(script), "-v"], None)
+    assert set(places) == {venv, base.parent, script}
+
+
+def test_a_cards_policy_binds_its_grants_its_python_and_refuses_a_link_into_the_board(
+        tmp_path: Path) -> None:
+    board = tmp_path / "board"
+    workspace = board / "workspaces" / "default" / "1"
+    workspace.mkdir(parents=True)
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    out.mkdir()
+    profile = Profile(name="p", sandbox_read=(str(data), str(tmp_path / "missing")),
+                      sandbox_write=(str(out),))
+    policy = card_policy(profile, network=False, workspace=workspace, home=board,
+                         card_home=board / "homes" / "default" / "1")
+    assert policy.hidden == (board.resolve(),) and policy.network is False
+    assert data in policy.readable and tmp_path / "missing" not in policy.readable
+    assert set(own_interpreter()) <= set(policy.readable)
+    assert policy.writable == (workspace, out)
+    link = tmp_path / "sneaky"
+    link.symlink_to(board)
+    with pytest.raises(ConfigError, match="lies in the board's folder"):
+        card_policy(replace(profile, sandbox_read=(str(link),)), network=True,
+                    workspace=workspace, home=board, card_home=None)
+
+
+def test_a_resolv_conf_linked_into_run_brings_that_one_file(tmp_path: Path) -> None:
+    stub = tmp_path / "run" / "systemd" / "resolve" / "stub-resolv.conf"
+    stub.parent.mkdir(parents=True)
+    stub.write_text("nameserver 127.0.0.53\n")
+    link = tmp_path / "resolv.conf"
+    link.symlink_to(stub)
+    assert resolver_targets(link) == [stub]
+    plain = tmp_path / "plain.conf"
+    plain.write_text("nameserver 10.0.0.1\n")
+    assert resolver_targets(plain) == []

@@ -1,0 +1,125 @@
+"""What a card's sandbox shows: the system view every card reads, and a profile's own
+`sandbox_read` / `sandbox_write` grants, checked when config.toml is read.
+
+The bubblewrap arguments are built from this in `kanban.tools.sandbox`; `kanban context` and
+`kanban status` print it. Nothing here touches the host beyond a few `stat` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kanban.state.errors import ConfigError
+
+# The system, read-only (those of them that exist here; `/etc` without its secrets).
+SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc")
+# Where host Unix sockets live: never bound for a card without the network.
+SOCKET_DIRS = (Path("/run"), Path("/var/run"))
+
+
+def grants(values: Any, key: str, where: str, *, folder: Path | None,
+           network: object) -> tuple[str, ...]:
+    """`sandbox_read` or `sandbox_write` as absolute paths (`~` is the real home); one-line
+    ConfigError for anything else."""
+    out = []
+    for given in values:
+        path = Path(os.path.expanduser(given))
+        problem = _grant_problem(path, folder, network)
+        if problem:
+            raise ConfigError(f"{where}.{key}: {given!r} {problem}")
+        out.append(str(path))
+    return tuple(dict.fromkeys(out))
+
+
+def _grant_problem(path: Path, folder: Path | None, network: object) -> str | None:
+    if not path.is_absolute():
+        return "is not an absolute path (start it with / or ~)"
+    if ".." in path.parts or "\0" in str(path):
+        return "must not contain '..'"
+    if path == Path("/"):
+        return "is the whole host; name the folders a card needs"
+    if folder is not None and _within(path, folder.absolute()):
+        return f"lies in the board's folder {folder}, which every card's sandbox hides"
+    if network is not True and (any(_within(path, d) for d in SOCKET_DIRS) or _socket(path)):
+        return ("is a host socket place; a profile without the network gets no host Unix "
+                "sockets (give it network = true to reach it)")
+    return None
+
+
+def hidden_program(command: str | None, args: Sequence[str], folder: Path | None) -> str | None:
+    """The program or script path of a stdio server that lies in the board's folder (which
+    every sandbox hides, so it could not start there), or None."""
+    if folder is None or not command:
+        return None
+    found = command if os.sep in command else shutil.which(command)
+    paths = [found, os.path.realpath(found)] if found else []
+    paths += [a for a in args if os.path.isabs(a)]
+    board = Path(os.path.realpath(folder))
+    for path in paths:
+        if _within(Path(os.path.realpath(path)), board):
+            return str(path)
+    return None
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _socket(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def card_home_path(home: Path, board: str, card_id: int) -> Path:
+    """The folder a sandboxed card gets as HOME (inside the board's folder, bound alone)."""
+    return home / "homes" / board / str(card_id)
+
+
+def runs_commands(profile: Any) -> bool:
+    """Does a card of `profile` start commands or stdio MCP servers (what the sandbox is for)?"""
+    return any(t == "terminal" or t.startswith("mcp:") for t in profile.toolsets)
+
+
+def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
+    """What a card of `profile` can read and write and its network, as `--json` shows it."""
+    network = network_value(profile.network)
+    if profile.sandbox == "off":
+        return {"sandbox": "off", "read": ["whatever the dispatcher's user can read"],
+                "write": ["whatever the dispatcher's user can write"], "network": network}
+    own = f"HOME {card_home}" if card_home is not None else "HOME (the card's own)"
+    system = [f"{p} (secrets hidden)" if p == "/etc" else p
+              for p in SYSTEM_READ if os.path.lexists(p)]
+    read = [*system, "/tmp (private)", own, "kanban's Python and its MCP servers' programs",
+            *profile.sandbox_read]
+    write = ["the card's workspace", "/tmp (private)", own, *profile.sandbox_write]
+    return {"sandbox": profile.sandbox, "read": read, "write": write, "network": network}
+
+
+def reach_lines(data: dict[str, Any]) -> list[str]:
+    """`reach`'s answer as three lines: reads, writes, network."""
+    unsandboxed = " (unsandboxed: sandbox = \"off\")" if data["sandbox"] == "off" else ""
+    return [f"reads: {', '.join(data['read'])}{unsandboxed}",
+            f"writes: {', '.join(data['write'])}",
+            f"network: {network_text(data['network'])}"]
+
+
+def network_value(network: object) -> bool | list[str]:
+    """The profile's network as given: true, false, or its list of hosts."""
+    if isinstance(network, bool):
+        return network
+    return [str(h) for h in network] if isinstance(network, Sequence) else bool(network)
+
+
+def network_text(network: object) -> str:
+    """One line: on, off, or the hosts it may reach."""
+    value = network_value(network)
+    if isinstance(value, list):
+        return "only " + ", ".join(value) if value else "off"
+    return "on" if value else "off (no TCP, no host Unix sockets)"
