@@ -4,7 +4,7 @@
 runner's process group, prlimit and timeout wrappers, output file, result text) against
 `subprocess.run(["bash", "-c", "true"])`. 9.2 `write_file` then `read_file` of a small file
 (confinement, atomic write, text checks, numbered lines) against pathlib's write and read.
-9.3 the same `terminal("true")` inside the bubblewrap sandbox a card gets, against 9.1: the
+9.5 the same `terminal("true")` inside the bubblewrap sandbox a card gets, against 9.1: the
 sandbox's cost per command (goal: within 2x). Skipped where bwrap cannot start.
 """
 
@@ -75,7 +75,7 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
 
 
 def _sandboxed(work: Path, workspace: Path, count: int, plain_ms: float) -> list[Row]:
-    """9.3: terminal("true") through the card's sandbox, against the plain runner (9.1)."""
+    """9.5: terminal("true") through the card's sandbox, against the plain runner (9.1)."""
     if not check_sandbox().available:
         return []
     home = work / "card-home"
@@ -93,7 +93,7 @@ def _sandboxed(work: Path, workspace: Path, count: int, plain_ms: float) -> list
 
     terminal()
     samples = timed(terminal, count)
-    return [Row("9.3", "terminal tool round trip in the sandbox (`true`)", "ms",
+    return [Row("9.5", "terminal tool round trip in the sandbox (`true`)", "ms",
                 median(samples), plain_ms, "9.1 (plain runner)", Goal("ratio", "<=", 2.0),
                 f"median of {len(samples)} calls: bwrap, network off, system view")]
 
