@@ -18,7 +18,6 @@ from kanban.tools.catalog import REGISTRY
 from kanban.tools.delegate import LeadScope
 from kanban.tools.registry import Tool, Toolbox
 from kanban.tools.runner import Runner
-from kanban.tools.sandbox import BwrapRunner
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS
 from kanban.tools.workbench import Workbench, command_env
@@ -58,7 +57,7 @@ def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: Work
     search_var = config.web.search_key_env
     return Workbench(
         workspace=workspace.path, profile=profile,
-        approval=approval_mode(card, profile, sandboxed=isinstance(runner, BwrapRunner)),
+        approval=approval_mode(card, profile, sandboxed=runner.name == "bwrap"),
         env=command_env(env, workspace.path, drop=(search_var,) if search_var else ()),
         runner=runner, web=config.web, scope=scope, network=network,
         deadline=(started if started is not None else time.monotonic()) + timeout
