@@ -252,3 +252,10 @@ def run_result(conn: Conn, run_id: int) -> RunResult | None:
                    "r.cached_tokens FROM run r JOIN card c ON c.id = r.card_id "
                    "WHERE r.id = :id", {"id": run_id})
     return None if row is None else RunResult(*row)
+
+
+def cards_run_by(conn: Conn, dispatcher_id: int) -> list[tuple[str, str | None]]:
+    """(status, error) of each card a dispatcher ran a worker for."""
+    return [(status, error) for status, error in conn.all(
+        "SELECT status, error FROM card WHERE id IN (SELECT card_id FROM run "
+        "WHERE dispatcher_id = :d)", {"d": dispatcher_id})]

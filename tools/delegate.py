@@ -44,6 +44,8 @@ class LeadScope:
     # card waits (kanban.transitions.wait) with this delegation, resumed when it is settled.
     waits: bool = False
     pending: list[int] = field(default_factory=list)  # a batch being waited for in-process
+    # Called when no live dispatcher serves the board: True if it started one (`kanban run`)
+    keep_served: Callable[[], bool] = field(default=lambda: False)
     own_toolsets: tuple[str, ...] | None = None  # None: the lead profile's
     delegation: Delegation | None = None
 
@@ -220,7 +222,7 @@ def wait_for(scope: LeadScope, ids: list[int], *, deadline: float) -> list[Child
         reason = None
         if time.monotonic() > deadline:
             reason = "the lead stopped waiting (delegation timed out)"
-        elif not serving:
+        elif not serving and not scope.keep_served():
             reason = f"no live dispatcher serves board {scope.card.board!r}"
         if reason is not None:
             cancel_children(scope, [s.id for s in statuses if not s.settled], reason=reason)

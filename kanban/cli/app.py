@@ -80,8 +80,8 @@ class RootGroup(click.Group):
                 raise
             _silence_stdout()
             code = EXIT_BROKEN_PIPE if exc.code == 1 else exc.code
-        except (KeyboardInterrupt, click.Abort):  # click has ended the line already
-            code = EXIT_INTERRUPTED
+        except (KeyboardInterrupt, click.Abort) as exc:  # click has ended the line already
+            code = getattr(exc, "exit_code", EXIT_INTERRUPTED)  # kanban.signals: 128 + signal
         except (BrokenPipeError, output.PipeClosed):
             _silence_stdout()
             code = EXIT_BROKEN_PIPE

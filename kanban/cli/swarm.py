@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kanban.cli import output
+from kanban.cli import exit_codes, output
 from kanban.cli.base import (
     board_of,
     command,
@@ -17,7 +17,7 @@ from kanban.cli.base import (
     open_kanban,
     require_skills,
 )
-from kanban.errors import KanbanError
+from kanban.signals import guarded
 
 if TYPE_CHECKING:
     from kanban.swarms import Swarm
@@ -36,7 +36,7 @@ synthesizer_option = click.option(
     help="The synthesizer's profile (its result is the answer).")
 
 
-@command()
+@command(epilog=exit_codes.help_epilog())
 @click.argument("goal")
 @workers_option
 @parts_option
@@ -72,7 +72,8 @@ def swarm(ctx: click.Context, goal: str, workers: int | None, parts: tuple[str, 
                   synthesizer=synthesizer, profile=profile, planner=planner, skills=skills,
                   key=key, review=review)
     if follow:
-        follow_live(ctx, made, as_json=as_json)
+        with guarded():
+            follow_live(ctx, made, as_json=as_json)
     elif as_json:
         output.print_json(made.to_json())
     else:
@@ -118,12 +119,12 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
     if chatty:
         output.note(f"swarm #{made.synthesizer} on board {board!r}: "
                     f"{len(made.workers)} workers")
-    with dispatcher_for(kb, location_of(ctx), board) as embedded, \
+    with dispatcher_for(kb, location_of(ctx), board) as service, \
             _Progress(chatty) as progress:
-        if embedded is None and chatty:
+        if service.dispatcher is None and chatty:
             output.note("using the running dispatcher")
         result = follow(kb.db, made, clock=kb.clock, board=board,
-                        on_progress=progress.update)
+                        on_progress=progress.update, keep_served=service.ensure)
     if as_json:
         output.print_json(_json(made, result))
     else:
@@ -134,7 +135,23 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
         if result.answer:
             output.out(result.answer)
     if result.error:
-        raise KanbanError(f"swarm #{made.synthesizer} stopped: {result.error}")
+        raise exit_codes.Outcome(f"swarm #{made.synthesizer} stopped: {result.error}",
+                                 _exit_code(made, result))
+
+
+def _exit_code(made: Swarm, result: Any) -> int:
+    """From exit_codes.TABLE: the synthesizer failed, another card did, or neither (the
+    swarm could not go on: no dispatcher, spawning paused)."""
+    stuck = [(s.status, s.error) for s in result.statuses
+             if s.status in ("failed", "cancelled", "blocked")]
+    if not stuck:
+        return exit_codes.ERROR
+    code = exit_codes.for_cards(stuck)
+    synthesizer = next((s for s in result.statuses if s.id == made.synthesizer), None)
+    if code == exit_codes.TREE_FAILED and synthesizer is not None and \
+            synthesizer.status != "done" and (synthesizer.status, synthesizer.error) in stuck:
+        return exit_codes.LEAD_FAILED
+    return code
 
 
 def _json(made: Swarm, result: Any) -> dict[str, Any]:
