@@ -4,8 +4,8 @@
 lands in the middle of such a step (a claim just committed but not yet remembered, a
 dispatcher registered but not yet watched) would leave a card or a dispatcher row that
 nobody releases. Under `guarded()`, the first signal becomes one `Interrupted` raised
-outside every `critical()` section; signals that arrive while the command cleans up are
-remembered, not raised; a third signal exits at once (the escape hatch).
+outside every `critical()` section (cleaning up after it is one such section, so a
+second Ctrl-C does not cut it short); a third signal exits at once (the escape hatch).
 """
 
 from __future__ import annotations
@@ -34,19 +34,21 @@ class _Guard:
         self.signum: int | None = None
         self.count = 0
         self.depth = 0  # nested critical sections on the main thread
-        self.raised = False
+        self.pending = False  # a signal came during a critical section
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
         self.signum = self.signum or signum
         if self.count >= 3:
             os._exit(128 + signum)  # the person insists: no more cleaning up
-        if not self.raised and self.depth == 0:
-            self.raise_now()
+        if self.depth:
+            self.pending = True
+        else:  # raised again by a second signal, should the first have been swallowed
+            self.raise_now()  # (Python ignores an exception raised inside a weakref callback)
 
     def raise_now(self) -> None:
         assert self.signum is not None
-        self.raised = True
+        self.pending = False
         raise Interrupted(self.signum)
 
 
@@ -83,7 +85,7 @@ def critical() -> Iterator[None]:
         yield
     finally:
         guard.depth -= 1
-        if guard.depth == 0 and guard.signum is not None and not guard.raised:
+        if guard.depth == 0 and guard.pending:
             guard.raise_now()
 
 
