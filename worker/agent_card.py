@@ -116,6 +116,7 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
             card.id, setting.home, config.workspaces()))
         plan = retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                 home=setting.home, workspace=workspace.path))
+        secrets = sorted({*secrets, *key_values(plan.profile, env)}, key=len, reverse=True)
         scope.skills = {skill.name: skill for skill in plan.skills}
         scope.skill_files = plan.materials.skill_files
         activity.plan(plan.max_turns)

@@ -15,6 +15,7 @@ from kanban.agent.limits import Limits
 from kanban.agent.types import Message
 from kanban.attachments import Attachments
 from kanban.cards import card_attachments
+from kanban.endpoints import endpoint_profile, with_endpoint
 from kanban.queries import subtree_cost
 from kanban.records import CardRecord
 from kanban.skills import Skill, SkillCatalog, load_catalog
@@ -66,11 +67,13 @@ def skill_names(card: CardRecord, profile: Profile) -> list[str]:
 
 def plan_run(card: CardRecord, config: Config, env: Mapping[str, str], *,
              catalog: SkillCatalog, materials: Materials, spent_cost: float = 0.0,
-             decisions: Sequence[ApprovalRecord] = ()) -> WorkerPlan:
+             decisions: Sequence[ApprovalRecord] = (),
+             endpoint: Profile | None = None) -> WorkerPlan:
     """The run a worker would make of `card` now; ConfigError/UnknownSkill say why not.
     `spent_cost`: what the card's subtree has cost so far (its max_cost counts it);
-    `decisions`: a person's answers to the commands the card asked to run."""
-    profile = config.profile(card.profile)
+    `decisions`: a person's answers to the commands the card asked to run; `endpoint`: the
+    profile whose endpoint its model is reached through (kanban.endpoints)."""
+    profile = with_endpoint(config.profile(card.profile), endpoint)
     skills = tuple(catalog.require(skill_names(card, profile)))
     toolsets = worker_toolsets(card, profile, config, has_skills=bool(skills))
     max_turns = profile.max_turns
@@ -115,7 +118,8 @@ def prepare_run(attachments: Attachments, card: CardRecord, config: Config,
     materials = place_materials(attachments, card.id, skills, workspace)
     return plan_run(card, config, env, catalog=catalog, materials=materials,
                     spent_cost=spent_so_far(attachments.db, card.id),
-                    decisions=decisions_of(attachments.db, card.id))
+                    decisions=decisions_of(attachments.db, card.id),
+                    endpoint=endpoint_of(attachments.db, config, card.id))
 
 
 def preview_run(attachments: Attachments, card: CardRecord, config: Config,
@@ -128,7 +132,8 @@ def preview_run(attachments: Attachments, card: CardRecord, config: Config,
     return plan_run(card, config, env, catalog=catalog,
                     materials=materials_for(records, skills),
                     spent_cost=spent_so_far(attachments.db, card.id),
-                    decisions=decisions_of(attachments.db, card.id))
+                    decisions=decisions_of(attachments.db, card.id),
+                    endpoint=endpoint_of(attachments.db, config, card.id))
 
 
 def decisions_of(db: Database, card_id: int) -> list[ApprovalRecord]:
@@ -137,6 +142,11 @@ def decisions_of(db: Database, card_id: int) -> list[ApprovalRecord]:
 
     with db.read() as conn:
         return [a for a in for_card(conn, card_id) if a.decision != "pending"]
+
+
+def endpoint_of(db: Database, config: Config, card_id: int) -> Profile | None:
+    with db.read() as conn:
+        return endpoint_profile(conn, config, card_id)
 
 
 def spent_so_far(db: Database, card_id: int) -> float:

@@ -141,12 +141,18 @@ def _check_one_mode(goal: str | None, attach_id: int | None, resume_id: int | No
 
 def _usable_model(config: Config, model: str | None) -> str:
     """The lead's model spec, refused now (before anything is stored) if it is unknown or
-    its API key is missing."""
-    from kanban.agent.model import resolve_model
+    its API key is missing: built as the lead's worker builds it (its profile's base_url,
+    api and api_key_env), without calling it."""
+    from kanban.tools.delegate import LEAD_PROFILE
     from kanban.worker.lead import lead_model
+    from kanban.worker.runtime import model_chain
 
     spec = lead_model(config, os.environ, model)
-    resolve_model(spec, env=os.environ)
+    built = model_chain(config.profiles.get(LEAD_PROFILE, config.profile("default")), spec,
+                        os.environ)
+    close = getattr(built, "close", None)
+    if close is not None:
+        close()
     return spec
 
 

@@ -1,12 +1,12 @@
 """`kanban run` stopped by Ctrl-C at any moment of its first seconds: the board stays true.
 
-On each of a few boards side by side, each run is interrupted at a moment of its first seconds (before, during or
-after the lead's model calls, its delegate call and its children), and the next run
-starts at once, so each run is also "the run started right after an interrupt". Then one
-run goes to its end and every interrupted lead is resumed with --resume. Nothing may be
-handed to a dead dispatcher, no interrupt may spend an attempt, and --resume must say what
-it waits for. The lead and its children are scripted (fast), to keep the test's time
-bounded on a busy machine.
+On each of a few boards side by side, each run is interrupted at a moment of its first
+seconds (before, during or after the lead's model calls, its delegate call and its
+children), and the next run starts at once, so each run is also "the run started right
+after an interrupt". Then one run goes to its end and every interrupted lead is resumed
+with --resume. Nothing may be handed to a dead dispatcher, no interrupt may spend an
+attempt, and --resume must say what it waits for. The lead and its children are scripted
+(fast), to keep the test's time bounded on a busy machine.
 """
 
 from __future__ import annotations
