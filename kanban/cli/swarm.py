@@ -140,18 +140,14 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
 
 
 def _exit_code(made: Swarm, result: Any) -> int:
-    """From exit_codes.TABLE: the synthesizer failed, another card did, or neither (the
-    swarm could not go on: no dispatcher, spawning paused)."""
-    stuck = [(s.status, s.error) for s in result.statuses
-             if s.status in ("failed", "cancelled", "blocked")]
-    if not stuck:
-        return exit_codes.ERROR
-    code = exit_codes.for_cards(stuck)
-    synthesizer = next((s for s in result.statuses if s.id == made.synthesizer), None)
-    if code == exit_codes.TREE_FAILED and synthesizer is not None and \
-            synthesizer.status != "done" and (synthesizer.status, synthesizer.error) in stuck:
-        return exit_codes.LEAD_FAILED
-    return code
+    """From exit_codes.TABLE: another card failed (the synthesizer then never runs), else
+    the synthesizer did, else neither (the swarm could not go on: no dispatcher, spawning
+    paused)."""
+    stuck = [s for s in result.statuses if s.status in ("failed", "cancelled", "blocked")]
+    others = [(s.status, s.error) for s in stuck if s.id != made.synthesizer]
+    if others:
+        return exit_codes.for_cards(others)
+    return exit_codes.LEAD_FAILED if stuck else exit_codes.ERROR
 
 
 def _json(made: Swarm, result: Any) -> dict[str, Any]:
