@@ -137,7 +137,8 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
     gates.arm(scope, card, bench)
     lead = orchestrator_scope(scope, card, plan, config, setting.home)
     try:
-        toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench, orchestrator=lead)
+        toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench, orchestrator=lead,
+                                depth=card.depth)
     except ConfigError as exc:  # a plug-in that does not load
         _close(bench)
         message = redact(exc.message, secrets)

@@ -365,8 +365,9 @@ def children_lines(statuses: Sequence[ChildStatus], now: datetime) -> list[str]:
     for s in statuses:
         end = s.finished_at or now
         elapsed = f"{(end - s.started_at).total_seconds():.1f}s" if s.started_at else "-"
-        if s.status == "running":
-            note = describe(s.activity, compact=True) or s.progress or ""
+        if s.status == "running":  # its latest heartbeat note, then what it is doing
+            note = " · ".join(part for part in (s.progress, describe(s.activity, compact=True))
+                              if part)
         else:
             note = s.result or s.error or ""
         lines.append(f"#{s.id} {s.status} {elapsed}  {s.title}"

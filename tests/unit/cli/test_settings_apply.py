@@ -1,0 +1,47 @@
+"""Settings that apply where README says they do (issue 29, "settings that do not apply")."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from kanban.children import ChildStatus
+from kanban.cli.lead import children_lines
+from kanban.state.config import Config, Limits
+from kanban.tools import delegate
+from kanban.worker.redact import redact
+from tests.unit.cli.conftest import Cli
+
+
+def test_a_profiles_max_attempts_applies_to_cards_added_from_the_cli(cli: Cli) -> None:
+    (cli.db_path.parent / "config.toml").write_text("[profiles.flaky]\nmax_attempts = 7\n")
+    assert cli.json("add", "uses the profile's", "--profile", "flaky")["max_attempts"] == 7
+    given = cli.json("add", "overridden", "--profile", "flaky", "--max-attempts", "2")
+    assert given["max_attempts"] == 2
+    assert cli.json("add", "the default profile's")["max_attempts"] == 3
+
+
+def _role_offered(max_depth: int, depth: int = 0) -> bool:
+    config = Config(limits=Limits(max_depth=max_depth))
+    task = delegate.tool_for(config, depth).parameters["properties"]["tasks"]["items"]
+    return "role" in task["properties"]
+
+
+def test_role_orchestrator_is_offered_only_where_it_can_work() -> None:
+    assert not _role_offered(max_depth=1)  # a child of the lead could not delegate
+    assert _role_offered(max_depth=2)
+    assert not _role_offered(max_depth=2, depth=1)
+
+
+def test_live_lines_show_the_latest_heartbeat_note() -> None:
+    now = datetime.now(UTC)
+    running = ChildStatus(2, "alpha", "running", None, None, now, None, "halfway through",
+                          now, json.dumps({"doing": "model", "turn": 3, "max_turns": 20}))
+    (line,) = children_lines([running], now)
+    assert "halfway through" in line and "t3/20" in line
+
+
+def test_redaction_ignores_values_shorter_than_eight_characters() -> None:
+    assert redact("Finished the task", ["nish"]) == "Finished the task"
+    assert redact("key sk-12345678 here", ["nish", "sk-12345678"]) == "key [redacted] here"
+
