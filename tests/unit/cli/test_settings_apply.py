@@ -45,3 +45,13 @@ def test_redaction_ignores_values_shorter_than_eight_characters() -> None:
     assert redact("Finished the task", ["nish"]) == "Finished the task"
     assert redact("key sk-12345678 here", ["nish", "sk-12345678"]) == "key [redacted] here"
 
+
+
+def test_cron_list_shows_a_chained_script_as_chain(cli: Cli) -> None:
+    cli.ok("cron", "add", "fetch", "-s", "every 1h", "--script", "echo feed")
+    cli.ok("cron", "add", "digest", "-s", "every 1h", "--script", "cat", "--context-from",
+           "fetch")
+    kinds = {job["name"]: job["kind"] for job in cli.json("cron", "list")["jobs"]}
+    assert kinds == {"fetch": "script", "digest": "chain"}
+    line = next(x for x in cli.ok("cron", "list").stdout.splitlines() if "digest" in x)
+    assert "chain" in line
