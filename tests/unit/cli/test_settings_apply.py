@@ -55,3 +55,11 @@ def test_cron_list_shows_a_chained_script_as_chain(cli: Cli) -> None:
     assert kinds == {"fetch": "script", "digest": "chain"}
     line = next(x for x in cli.ok("cron", "list").stdout.splitlines() if "digest" in x)
     assert "chain" in line
+
+
+def test_a_persons_unblock_note_is_in_the_next_attempts_prompt(cli: Cli) -> None:
+    card = cli.add("needs a decision")
+    cli.ok("block", str(card), "--reason", "which database?")
+    cli.ok("unblock", str(card), "--note", "use the staging database")
+    opening = " ".join(m["content"] for m in cli.json("context", str(card))["messages"])
+    assert "A person unblocked your card with this note:\nuse the staging database" in opening
