@@ -3,6 +3,7 @@ dispatch --once`): one table, shown in their --help and in README."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from kanban.errors import KanbanError
@@ -25,7 +26,9 @@ TABLE = (
     (INTERRUPTED, "interrupted by Ctrl-C (SIGTERM: 143, SIGHUP: 129); nothing is lost"),
 )
 BUDGET_STOPS = ("token_budget", "cost_budget")
-BUDGET_WORDS = "budget reached"  # how worker/outcome.py words a card stopped by a budget
+# How a card stopped by a budget is worded: worker/outcome.py ("token budget reached"),
+# a tree's budget (kanban/children.py: "the token budget of #1's tree is spent")
+BUDGET_WORDS = re.compile(r"budget (reached|of #\d+'s tree is spent)")
 
 
 def help_epilog() -> str:
@@ -47,6 +50,6 @@ def for_cards(statuses: Iterable[tuple[str, str | None]]) -> int:
     failed = [(status, error) for status, error in statuses if status != "done"]
     if not failed:
         return OK
-    if any(BUDGET_WORDS in (error or "") for _, error in failed):
+    if any(BUDGET_WORDS.search(error or "") for _, error in failed):
         return BUDGET
     return TREE_FAILED

@@ -306,7 +306,7 @@ def _report(kb: Kanban, result: Any, spec: str, board: str, *, as_json: bool,
             output.out(result.answer)
     if result.error:
         code = (exit_codes.BUDGET if result.stop_reason in exit_codes.BUDGET_STOPS
-                or exit_codes.BUDGET_WORDS in result.error else exit_codes.LEAD_FAILED)
+                or exit_codes.BUDGET_WORDS.search(result.error) else exit_codes.LEAD_FAILED)
         raise exit_codes.Outcome(f"lead #{result.card_id} failed: {result.error}", code)
     code = exit_codes.for_cards((c.status, c.error) for c in children)
     if code != exit_codes.OK:
