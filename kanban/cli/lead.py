@@ -12,7 +12,6 @@ import sys
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -27,6 +26,7 @@ from kanban.cli.base import (
     open_kanban,
 )
 from kanban.cli.params import CARD_ID
+from kanban.cli.progress import Progress, children_lines
 from kanban.cli.swarm import create as create_swarm
 from kanban.cli.swarm import (
     follow_live,
@@ -196,7 +196,7 @@ def _lead_here(kb: Kanban, location: DbLocation, config: Config, lead: _Lead, *,
         if chatty:
             output.note(f"lead #{claim.card_id} on board {lead.board!r} with {lead.model}")
         with (dispatcher_for(kb, location, lead.board) as service,
-              _Progress(chatty) as progress):
+              Progress(chatty) as progress):
             if service.dispatcher is None and chatty:
                 output.note("using the running dispatcher")
             result = run_lead(kb, claim, config=config, model_spec=lead.model,
@@ -235,7 +235,7 @@ def _follow(ctx: click.Context, card_id: int, *, start: bool, as_json: bool,
                               "it again")
         _take_over(kb, card_id, chatty=chatty)
         with dispatcher_for(kb, location_of(ctx), card.board) as service, \
-                _Progress(chatty) as progress:
+                Progress(chatty) as progress:
             if chatty:
                 output.note(f"resuming #{card_id}" + (
                     " with the running dispatcher" if service.dispatcher is None else ""))
@@ -255,7 +255,7 @@ def _follow(ctx: click.Context, card_id: int, *, start: bool, as_json: bool,
                 waits.say()
             return reason
 
-        with _Progress(chatty) as progress:
+        with Progress(chatty) as progress:
             result = follow(kb, card_id, on_progress=progress.update, still_served=watched)
     _report(kb, result, card.model or "", card.board, as_json=as_json, chatty=chatty)
 
@@ -355,51 +355,3 @@ def _json(kb: Kanban, result: Any, spec: str, board: str,
         "card_ids": [c.id for c in cards], "usage": usage,
         "cost": cards[0].cost, "total_cost": sum(c.cost for c in cards),
     }
-
-
-def children_lines(statuses: Sequence[ChildStatus], now: datetime) -> list[str]:
-    """One line per child: state, what it is doing or its result, elapsed time."""
-    from kanban.activity import describe
-
-    lines = []
-    for s in statuses:
-        end = s.finished_at or now
-        elapsed = f"{(end - s.started_at).total_seconds():.1f}s" if s.started_at else "-"
-        if s.status == "running":  # its latest heartbeat note, then what it is doing
-            note = " · ".join(part for part in (s.progress, describe(s.activity, compact=True))
-                              if part)
-        else:
-            note = s.result or s.error or ""
-        lines.append(f"#{s.id} {s.status} {elapsed}  {s.title}"
-                     + (f": {output.one_line(note)}" if note else ""))
-    return lines
-
-
-class _Progress:
-    """A live table of the children on a terminal's stderr; nothing when piped."""
-
-    def __init__(self, chatty: bool) -> None:
-        self.live: Any = None
-        self.enabled = chatty and output.is_terminal(sys.stderr)
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.live import Live
-
-            self.live = Live(console=Console(stderr=True, highlight=False),
-                             refresh_per_second=8, transient=True)
-            self.live.__enter__()
-        return self
-
-    def update(self, statuses: list[ChildStatus]) -> None:
-        if self.live is not None:
-            from rich.text import Text
-
-            from kanban.state.timeutil import utcnow
-
-            self.live.update(Text("\n".join(children_lines(statuses, utcnow()))))
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.__exit__(*exc)

@@ -109,7 +109,7 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
                 quiet: bool = False) -> None:
     """Run a dispatcher for the board if none serves it, show the swarm's cards live on a
     terminal, then print the synthesizer's answer (stdout) and the cards (stderr)."""
-    from kanban.cli.lead import _Progress, children_lines
+    from kanban.cli.progress import Progress, children_lines
     from kanban.dispatcher.embedded import dispatcher_for
     from kanban.swarms import follow
 
@@ -120,7 +120,7 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
         output.note(f"swarm #{made.synthesizer} on board {board!r}: "
                     f"{len(made.workers)} workers")
     with dispatcher_for(kb, location_of(ctx), board) as service, \
-            _Progress(chatty) as progress:
+            Progress(chatty) as progress:
         if service.dispatcher is None and chatty:
             output.note("using the running dispatcher")
         result = follow(kb.db, made, clock=kb.clock, board=board,
