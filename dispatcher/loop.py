@@ -220,7 +220,8 @@ class Dispatcher(FaultDuties, Stopping):
         if resumed:
             event(f"resumed {', '.join(f'#{i}' for i in resumed)} (their children finished)",
                   kind="resumed", cards=resumed)
-        for fired in fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board):
+        for fired in fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board,
+                                   profiles=self.config.profiles):
             event(f"cron job {fired.job} {fired.outcome}"
                   + (f": #{fired.card_id} on {fired.board}" if fired.card_id else ""),
                   kind="cron_fired", job=fired.job, outcome=str(fired.outcome),

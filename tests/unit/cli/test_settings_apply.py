@@ -63,3 +63,16 @@ def test_a_persons_unblock_note_is_in_the_next_attempts_prompt(cli: Cli) -> None
     cli.ok("unblock", str(card), "--note", "use the staging database")
     opening = " ".join(m["content"] for m in cli.json("context", str(card))["messages"])
     assert "A person unblocked your card with this note:\nuse the staging database" in opening
+
+
+def test_a_profiles_max_attempts_applies_to_cron_cards(cli: Cli) -> None:
+    (cli.db_path.parent / "config.toml").write_text("[profiles.flaky]\nmax_attempts = 7\n")
+    cli.ok("cron", "add", "daily", "-s", "every 1h", "--goal", "g", "--profile", "flaky")
+    cli.ok("cron", "add", "own", "-s", "every 1h", "--goal", "g", "--profile", "flaky",
+           "--max-attempts", "2")
+    cli.ok("cron", "add", "script", "-s", "every 1h", "--script", "true", "--profile", "flaky")
+    cards = {}
+    for job in ("daily", "own", "script"):
+        card = cli.json("cron", "run", job)["card_id"]
+        cards[job] = cli.json("show", str(card))["card"]["max_attempts"]
+    assert cards == {"daily": 7, "own": 2, "script": 1}
