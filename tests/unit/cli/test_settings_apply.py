@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, cast
 
 from kanban.children import ChildStatus
 from kanban.cli.lead import children_lines
+from kanban.service import Kanban
 from kanban.state.config import Config, Limits
 from kanban.tools import delegate
 from kanban.worker.redact import redact
@@ -76,3 +79,16 @@ def test_a_profiles_max_attempts_applies_to_cron_cards(cli: Cli) -> None:
         card = cli.json("cron", "run", job)["card_id"]
         cards[job] = cli.json("show", str(card))["card"]["max_attempts"]
     assert cards == {"daily": 7, "own": 2, "script": 1}
+
+
+def test_a_profiles_max_attempts_applies_to_cards_added_from_the_web(cli: Cli,
+                                                                     kanban: Kanban) -> None:
+    from kanban.web import actions
+
+    home = cli.db_path.parent
+    (home / "config.toml").write_text("[profiles.flaky]\nmax_attempts = 7\n")
+    web = cast(Any, SimpleNamespace(board="default", home=home, kanban=kanban))
+    added, _, _ = actions.add(web, None, {"title": "from the web", "profile": "flaky"})
+    given, _, _ = actions.add(web, None, {"title": "set", "profile": "flaky",
+                                          "max_attempts": "2"})
+    assert (added["max_attempts"], given["max_attempts"]) == (7, 2)
