@@ -46,9 +46,12 @@ class BudgetWarnings:
 
     limits: Limits
     given: set[tuple[str, float]] = field(default_factory=set)
+    last: dict[str, float] = field(default_factory=dict)  # tokens and cost at the last look
 
     def due(self, turns: int, tokens: int, cost: float) -> str | None:
-        """The warning to attach to the next tool result, or None."""
+        """The warning to attach to the next tool result, or None. Tokens and cost grow by
+        leaps (each turn resends the conversation): a threshold the next turn would pass
+        at the last turn's pace is warned of now, not after the leap."""
         notes: list[str] = []
         for budget, used, limit, unit in (
             ("turns", turns, self.limits.max_turns, "turns"),
@@ -57,11 +60,17 @@ class BudgetWarnings:
         ):
             if not limit:
                 continue
-            crossed = [t for t in WARN_AT if used >= t * limit and (budget, t) not in self.given]
+            before = self.last.get(budget, self.limits.spent_cost if budget == "cost" else 0)
+            self.last[budget] = used
+            ahead = used if budget == "turns" else used + max(0.0, used - before)
+            crossed = [t for t in WARN_AT if ahead >= t * limit and (budget, t) not in self.given]
             if crossed:
                 self.given.update((budget, t) for t in crossed)
+                mark = max(crossed)
+                share = (f"{int(mark * 100)}%" if used >= mark * limit else
+                         f"{int(used / limit * 100)}%; the next turn may pass {int(mark * 100)}%")
                 notes.append(f"{_amount(used, unit)} of {_amount(limit, unit)} {unit} used "
-                             f"({int(max(crossed) * 100)}%)")
+                             f"({share})")
         if not notes:
             return None
         return ("[budget warning: " + "; ".join(notes) + ". Finish the most important part "

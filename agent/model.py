@@ -20,6 +20,8 @@ CREDENTIALS = {"openai": "openai", "openai-responses": "openai", "anthropic": "a
 API_KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 BASE_URL_VARS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 REASONING_LEVELS = ("low", "medium", "high")
+# Where each provider's SDK goes without a base URL (the adapters' DEFAULT_BASE_URL)
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -37,6 +39,14 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if not name.strip():
         raise FatalModelError(f"model spec {spec!r} names no model")
     return provider, name.strip()
+
+
+def endpoint_for(spec: str, *, base_url: str | None, env: Mapping[str, str]) -> str | None:
+    """The URL a spec's model would be called at (None: a model that calls nothing)."""
+    family = CREDENTIALS.get(spec.partition(":")[0])
+    if family is None:
+        return None
+    return base_url or env.get(BASE_URL_VARS[family]) or DEFAULT_URLS[family]
 
 
 def credentials_of(spec: str) -> str | None:

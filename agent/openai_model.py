@@ -12,7 +12,14 @@ import openai
 from kanban.agent import tls
 from kanban.agent.errors import ModelError
 from kanban.agent.keys import KeyRing
-from kanban.agent.retry import Failure, RetryPolicy, call_with_retries, status_failure
+from kanban.agent.retry import (
+    Failure,
+    RetryPolicy,
+    at_endpoint,
+    call_with_retries,
+    endpoint_label,
+    status_failure,
+)
 from kanban.agent.streaming import ReplyBuilder, ignore
 from kanban.agent.types import (
     Message,
@@ -49,6 +56,7 @@ class OpenAIModel:
         self._reasoning = reasoning
         self._keys = KeyRing([api_key] if isinstance(api_key, str) else api_key,
                              lambda key: make_client(key, base_url, timeout, transport))
+        self.endpoint = endpoint_label(base_url or DEFAULT_BASE_URL)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         return self.stream(messages, tools, ignore)
@@ -68,11 +76,12 @@ class OpenAIModel:
         try:
             response = call_with_retries(
                 attempt, translate_error, self._retry, provider=PROVIDER, model=self.model,
-                rotate_key=self._keys.rotate,
+                rotate_key=self._keys.rotate, endpoint=self.endpoint,
                 on_retry=lambda failure: on_event(StreamRestart(failure.describe())),
             )
         except openai.OpenAIError as exc:
-            raise ModelError(f"{PROVIDER}: {type(exc).__name__}: {exc}") from exc
+            raise at_endpoint(ModelError(f"{PROVIDER}: {type(exc).__name__}: {exc}"),
+                              self.endpoint) from exc
         return replace(response, source=self.name)
 
     def close(self) -> None:

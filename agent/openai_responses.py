@@ -21,7 +21,12 @@ from kanban.agent.openai_model import (
     stream_failure,
     translate_error,
 )
-from kanban.agent.retry import RetryPolicy, call_with_retries
+from kanban.agent.retry import (
+    RetryPolicy,
+    at_endpoint,
+    call_with_retries,
+    endpoint_label,
+)
 from kanban.agent.streaming import ReplyBuilder, ignore
 from kanban.agent.types import Message, ModelResponse, OnEvent, StreamRestart, ToolSpec, Usage
 
@@ -61,6 +66,7 @@ class ResponsesModel:
         self._reasoning = reasoning
         self._keys = KeyRing([api_key] if isinstance(api_key, str) else api_key,
                              lambda key: make_client(key, base_url, timeout, transport))
+        self.endpoint = endpoint_label(base_url or DEFAULT_BASE_URL)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         return self.stream(messages, tools, ignore)
@@ -78,11 +84,12 @@ class ResponsesModel:
         try:
             response = call_with_retries(
                 attempt, translate, self._retry, provider=PROVIDER, model=self.model,
-                rotate_key=self._keys.rotate,
+                rotate_key=self._keys.rotate, endpoint=self.endpoint,
                 on_retry=lambda failure: on_event(StreamRestart(failure.describe())),
             )
         except openai.OpenAIError as exc:
-            raise ModelError(f"{PROVIDER}: {type(exc).__name__}: {exc}") from exc
+            raise at_endpoint(ModelError(f"{PROVIDER}: {type(exc).__name__}: {exc}"),
+                              self.endpoint) from exc
         return replace(response, source=self.name)
 
     def close(self) -> None:

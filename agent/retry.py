@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from kanban.agent.errors import (
     ContextOverflowError,
     FatalModelError,
+    ModelError,
     OutageError,
     TransientModelError,
 )
@@ -91,13 +93,47 @@ def call_with_retries(
     model: str,
     rotate_key: Callable[[], bool] = lambda: False,
     on_retry: Callable[[Failure], None] = lambda failure: None,
+    endpoint: str = "",
 ) -> T:
     """Run `attempt`, retrying translated retryable failures; raise ModelError subclasses.
 
     On a 429, `rotate_key` may switch to another API key that has not been refused yet:
     then the call is repeated at once, without spending a retry. `on_retry` hears of each
-    repeat (a streaming adapter tells its listener to forget the partial answer).
+    repeat (a streaming adapter tells its listener to forget the partial answer). Every
+    error names `endpoint` (where the call went: see `endpoint_label`).
     """
+    try:
+        return _call(attempt, translate, policy, provider=provider, model=model,
+                     rotate_key=rotate_key, on_retry=on_retry)
+    except ModelError as exc:
+        at_endpoint(exc, endpoint)
+        raise
+
+
+def at_endpoint(exc: ModelError, endpoint: str) -> ModelError:
+    """`exc`, its message naming the endpoint tried (once)."""
+    if endpoint and f"(at {endpoint})" not in exc.message:
+        exc.message = f"{exc.message} (at {endpoint})"
+        exc.args = (exc.message,)
+    return exc
+
+
+def endpoint_label(base_url: str) -> str:
+    """Where calls go, as host and path: never a user, password or query (keys hide there)."""
+    parts = urlsplit(base_url)
+    return f"{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+def _call(
+    attempt: Callable[[], T],
+    translate: Callable[[Exception], Failure | None],
+    policy: RetryPolicy,
+    *,
+    provider: str,
+    model: str,
+    rotate_key: Callable[[], bool],
+    on_retry: Callable[[Failure], None],
+) -> T:
     retry_number = 0
     while True:
         try:

@@ -10,6 +10,7 @@ previous card is unfinished advances without a card. A one-shot disables itself 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -26,9 +27,13 @@ from kanban.cron.schedule import (
     latest_slot_since,
 )
 from kanban.events import record_event
+from kanban.state.config import Profile
 from kanban.state.errors import DatabaseError, KanbanError
 from kanban.state.store import Conn, Database
 from kanban.states import UNFINISHED
+
+Profiles = Mapping[str, Profile]
+NO_PROFILES: Profiles = {}
 
 MISFIRE_GRACE = timedelta(seconds=60)  # `--catch-up skip`: a slot this late still fires
 CATCH_UP_CAP = 50  # `--catch-up all`: cards made for missed slots in one go, at most
@@ -63,17 +68,21 @@ class FireResult:
         }
 
 
-def fire_due_jobs(db: Database, now: datetime, *, board: str | None = None) -> list[FireResult]:
-    """Fire every enabled job due at `now` (on one board, if given) that no one fired first."""
+def fire_due_jobs(db: Database, now: datetime, *, board: str | None = None,
+                  profiles: Profiles = NO_PROFILES) -> list[FireResult]:
+    """Fire every enabled job due at `now` (on one board, if given) that no one fired first.
+    `profiles`: config.toml's, whose max_attempts an agent job's cards take unless it sets
+    its own."""
     with db.read() as conn:
         due = store.due_jobs(conn, now, board=board)
     results: list[FireResult] = []
     for job_id, _ in due:
-        results += _fire_due_job(db, job_id, now)
+        results += _fire_due_job(db, job_id, now, profiles)
     return results
 
 
-def fire_job_now(db: Database, name: str, now: datetime) -> FireResult:
+def fire_job_now(db: Database, name: str, now: datetime,
+                 profiles: Profiles = NO_PROFILES) -> FireResult:
     """`kanban cron run`: a card now, whatever the overlap policy.
 
     The job must be enabled (a disabled job never fires). If a slot is due this run takes
@@ -89,14 +98,15 @@ def fire_job_now(db: Database, name: str, now: datetime) -> FireResult:
                                         anchor=job.anchor_at)
             if store.advance(conn, job, following):
                 return _make_card(conn, job, now, job.next_fire_at, slots, following,
-                                  manual=True)
-        return _make_card(conn, job, now, None, 0, job.next_fire_at, manual=True)
+                                  profiles, manual=True)
+        return _make_card(conn, job, now, None, 0, job.next_fire_at, profiles, manual=True)
 
 
-def _fire_due_job(db: Database, job_id: int, now: datetime) -> list[FireResult]:
+def _fire_due_job(db: Database, job_id: int, now: datetime,
+                  profiles: Profiles) -> list[FireResult]:
     try:
         with db.write() as conn:
-            return _fire(conn, job_id, now)
+            return _fire(conn, job_id, now, profiles)
     except DatabaseError:
         raise
     except KanbanError as exc:
@@ -112,7 +122,7 @@ def _is_due(job: CronJobRecord | None, now: datetime) -> bool:
     return job.next_fire_at + jitter_offset(job.name, job.next_fire_at, job.jitter_s) <= now
 
 
-def _fire(conn: Conn, job_id: int, now: datetime) -> list[FireResult]:
+def _fire(conn: Conn, job_id: int, now: datetime, profiles: Profiles) -> list[FireResult]:
     job = store.job_by_id(conn, job_id)
     if job is None or not _is_due(job, now):
         return []  # removed, disabled, fired by someone else, or its jitter not yet over
@@ -129,7 +139,7 @@ def _fire(conn: Conn, job_id: int, now: datetime) -> list[FireResult]:
     if job.catch_up == CatchUp.ALL:
         slot_times = due_slots(schedule, job.next_fire_at, now, anchor=job.anchor_at,
                                limit=CATCH_UP_CAP)
-        results = [_make_card(conn, job, now, at, 1, following) for at in slot_times]
+        results = [_make_card(conn, job, now, at, 1, following, profiles) for at in slot_times]
         if slots > len(slot_times):
             results.append(_no_card(conn, job, now, FireOutcome.MISSED, slots - len(slot_times),
                                     following, f"more than {CATCH_UP_CAP} slots were missed"))
@@ -144,8 +154,8 @@ def _fire(conn: Conn, job_id: int, now: datetime) -> list[FireResult]:
         if slots > 1:
             results.append(_no_card(conn, job, now, FireOutcome.MISSED, slots - 1, following,
                                     "older slots passed while no dispatcher ran"))
-        return [*results, _make_card(conn, job, now, recent, 1, following)]
-    return [_make_card(conn, job, now, job.next_fire_at, slots, following)]
+        return [*results, _make_card(conn, job, now, recent, 1, following, profiles)]
+    return [_make_card(conn, job, now, job.next_fire_at, slots, following, profiles)]
 
 
 def _unfinished_last_card(conn: Conn, job: CronJobRecord) -> int | None:
@@ -156,14 +166,15 @@ def _unfinished_last_card(conn: Conn, job: CronJobRecord) -> int | None:
 
 
 def _make_card(conn: Conn, job: CronJobRecord, now: datetime, scheduled_at: datetime | None,
-               slots: int, following: datetime | None, *, manual: bool = False) -> FireResult:
+               slots: int, following: datetime | None, profiles: Profiles, *,
+               manual: bool = False) -> FireResult:
     """The job's card, its fire record, its deliveries, its event, and the job's last card."""
     # A slot's card carries a key naming the slot: the same slot never adds a second card.
     key = None if manual or scheduled_at is None else (
         f"{job.creator}@{scheduled_at.isoformat()}")
     added = add(conn, NewCard(
         title=job.title, goal=job.goal, context=chained_context(conn, job), board=job.board,
-        priority=job.priority, profile=job.profile, max_attempts=job.card_max_attempts,
+        priority=job.priority, profile=job.profile, max_attempts=_attempts(job, profiles),
         timeout_s=job.card_timeout_s, created_by=job.creator, model=job.model,
         toolsets=",".join(job.toolsets) if job.toolsets is not None else None,
         command=job.command, key=key, skills=job.skills, workspace=job.workspace,
@@ -184,6 +195,14 @@ def _make_card(conn: Conn, job: CronJobRecord, now: datetime, scheduled_at: date
                  slots=slots, manual=manual, scheduled_at=scheduled_at, next_fire_at=following)
     return FireResult(job.name, job.board, FireOutcome.FIRED, card.id, slots, scheduled_at,
                       following)
+
+
+def _attempts(job: CronJobRecord, profiles: Profiles) -> int:
+    """The job's own max_attempts, else a script's default, else its profile's."""
+    profile = profiles.get(job.profile)
+    if job.max_attempts is not None or job.command is not None or profile is None:
+        return job.card_max_attempts
+    return profile.max_attempts
 
 
 def _no_card(conn: Conn, job: CronJobRecord, now: datetime, outcome: FireOutcome, slots: int,

@@ -1,8 +1,8 @@
 """Cron job records: kinds, per-job settings, and the checks a job's shape must pass.
 
 A job is enabled exactly when it has a `next_fire_at`. Its kind follows from its settings:
-`script` when it has a command, `chain` when an agent job reads other jobs' results
-(`context_from`), `agent` otherwise.
+`chain` when it reads other jobs' results (`context_from`; an agent's context, a script's
+stdin), else `script` when it has a command, `agent` otherwise.
 """
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ class JobSpec:
 
     @property
     def kind(self) -> JobKind:
-        if self.command is not None:
-            return JobKind.SCRIPT
-        return JobKind.CHAIN if self.context_from else JobKind.AGENT
+        """chain when it reads other jobs' results (a chained script too: on stdin)."""
+        if self.context_from:
+            return JobKind.CHAIN
+        return JobKind.SCRIPT if self.command is not None else JobKind.AGENT
 
     def validated(self, now: datetime, *, reschedule: bool = True
                   ) -> tuple[JobSpec, Schedule]:
@@ -271,13 +272,13 @@ class CronJobRecord:
         """The wall-clock limit of its cards (None: the profile's)."""
         if self.timeout_s is not None:
             return self.timeout_s
-        return SCRIPT_TIMEOUT_S if self.kind == JobKind.SCRIPT else None
+        return SCRIPT_TIMEOUT_S if self.command is not None else None
 
     @property
     def card_max_attempts(self) -> int:
         if self.max_attempts is not None:
             return self.max_attempts
-        return SCRIPT_ATTEMPTS if self.kind == JobKind.SCRIPT else AGENT_ATTEMPTS
+        return SCRIPT_ATTEMPTS if self.command is not None else AGENT_ATTEMPTS
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -49,10 +49,14 @@ class CronJobs:
 
     # fires
     def run(self, name: str) -> firing.FireResult:
-        return firing.fire_job_now(self.db, name, self.clock())
+        return firing.fire_job_now(self.db, name, self.clock(), self._profiles())
 
     def fire_due(self, *, board: str | None = None) -> list[firing.FireResult]:
-        return firing.fire_due_jobs(self.db, self.clock(), board=board)
+        return firing.fire_due_jobs(self.db, self.clock(), board=board,
+                                    profiles=self._profiles())
+
+    def _profiles(self) -> firing.Profiles:
+        return self.env.config.profiles if self.env is not None else firing.NO_PROFILES
 
     # reads
     def get(self, name: str) -> CronJobRecord:

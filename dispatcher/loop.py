@@ -34,9 +34,10 @@ from kanban.dispatcher.spawn import (
 from kanban.dispatcher.stopping import SHUTDOWN_PATIENCE_S, Stopping
 from kanban.dispatcher.wake import ChangeWatcher, Doorbell, NotifyWatcher, change_watcher
 from kanban.dispatcher.workspace import ready_workspace
+from kanban.endpoints import endpoint_profile, with_endpoint
 from kanban.records import Claim
 from kanban.service import Kanban
-from kanban.state.config import Config, default_max_workers
+from kanban.state.config import Config, Profile, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import retry_transient
 from kanban.state.sqlite_errors import BUSY
@@ -220,7 +221,8 @@ class Dispatcher(FaultDuties, Stopping):
         if resumed:
             event(f"resumed {', '.join(f'#{i}' for i in resumed)} (their children finished)",
                   kind="resumed", cards=resumed)
-        for fired in fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board):
+        for fired in fire_due_jobs(self.kb.db, self.kb.clock(), board=self.opts.board,
+                                   profiles=self.config.profiles):
             event(f"cron job {fired.job} {fired.outcome}"
                   + (f": #{fired.card_id} on {fired.board}" if fired.card_id else ""),
                   kind="cron_fired", job=fired.job, outcome=str(fired.outcome),
@@ -281,7 +283,8 @@ class Dispatcher(FaultDuties, Stopping):
 
     def spawn(self, claim: Claim) -> int | None:
         assert self.spawner is not None
-        profile = self.config.profiles.get(claim.profile, self.config.profile("default"))
+        profile = self._reached_through(
+            claim, self.config.profiles.get(claim.profile, self.config.profile("default")))
         timeout = claim.timeout_s or profile.timeout_s
         workspace = ready_workspace(self.kb, claim, home=self.home, config=self.config,
                                     actor=Actor(f"dispatcher:{self.id}", claim.claim_token))
@@ -303,6 +306,14 @@ class Dispatcher(FaultDuties, Stopping):
             return None
         self.workers.add(LocalWorker(claim, pid, claim.profile, timeout))
         return pid
+
+    def _reached_through(self, claim: Claim, profile: Profile) -> Profile:
+        """The profile with the endpoint (base_url, keys) of the card that chose its model
+        (kanban.endpoints): a card on an inherited model reaches it where its parent does."""
+        if claim.model is None or profile.model:
+            return profile  # the common case: no read of the board
+        with self.kb.db.read() as conn:
+            return with_endpoint(profile, endpoint_profile(conn, self.config, claim.card_id))
 
     def reap_exited(self) -> None:
         """Record each exited worker; an exit stays queued until it is recorded."""

@@ -23,6 +23,7 @@ from kanban.dispatcher.instance import Instance, is_same_process, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
 from kanban.dispatcher.logs import event
 from kanban.dispatcher.options import DispatchOptions
+from kanban.lead_liveness import orphaned_leads, requeue_orphaned_leads
 from kanban.queries import run_result
 from kanban.service import Kanban
 from kanban.state.config import Config
@@ -155,6 +156,7 @@ def _terminate(worker: LocalWorker, now: float, why: str) -> None:
 def rescue_leases(d: Dispatcher) -> None:
     """Requeue cards whose lease expired, and orphans that overran their timeout, after
     making sure no worker of theirs that this host can name lives on."""
+    requeue_dead_leads(d)
     now = d.kb.clock()
     with d.kb.db.read() as conn:
         leases = claims.running_leases(conn, board=d.opts.board)
@@ -231,6 +233,7 @@ def adopt_dead_instances(d: Dispatcher) -> list[int]:
     died without cleaning up. Their cards go back to ready at once, spending no attempt
     (the dispatcher's death is not the card's fault): a worker of theirs that still runs
     is stopped first. Returns the requeued cards."""
+    requeue_dead_leads(d)
     with d.kb.db.read() as conn:
         leases = claims.running_leases(conn, board=d.opts.board)
         owners = control.dispatchers_by_id(
@@ -259,6 +262,21 @@ def adopt_dead_instances(d: Dispatcher) -> list[int]:
         event(f"requeued {', '.join(f'#{c}' for c in requeued)} of dead dispatcher(s) "
               f"{', '.join(map(str, sorted(dead)))} (no attempt spent)", logging.WARNING,
               kind="adopted", cards=requeued, dispatchers=sorted(dead))
+    return requeued
+
+
+def requeue_dead_leads(d: Dispatcher) -> list[int]:
+    """Leads whose `kanban run` process is gone go back to ready now, no attempt spent."""
+    with d.kb.db.read() as conn:
+        if not orphaned_leads(conn, board=d.opts.board):
+            return []
+    with d.kb.db.write() as conn:
+        requeued = requeue_orphaned_leads(conn, now=d.kb.clock(), actor=d.actor(),
+                                          board=d.opts.board)
+    if requeued:
+        event(f"requeued lead(s) {', '.join(f'#{c}' for c in requeued)}: their `kanban run` "
+              "process is gone (no attempt spent)", logging.WARNING, kind="adopted",
+              cards=requeued)
     return requeued
 
 

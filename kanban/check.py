@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from kanban import transitions
+from kanban import claims, control, transitions
 from kanban.dependencies import promote_ready
 from kanban.events import record_event, status_change
 from kanban.state.store import Conn, Database
@@ -28,6 +28,7 @@ MAX_INTEGRITY_LINES = 100
 @dataclass(frozen=True)
 class Finding:
     kind: str  # running_without_run | ready_with_unfinished_dependency | todo_ready | open_run
+    # | lapsed_lease
     card_id: int
     detail: str
     run_id: int | None = None  # the open run, for open_run
@@ -75,8 +76,9 @@ def integrity(path: Path) -> list[str]:
     return problems or ["ok"]
 
 
-def find(conn: Conn) -> list[Finding]:
-    """Every broken invariant, read in one snapshot."""
+def find(conn: Conn, now: datetime | None = None) -> list[Finding]:
+    """Every broken invariant, read in one snapshot (with `now`, also running cards whose
+    lease lapsed while no live dispatcher owns them: a restored backup's, a dead one's)."""
     found = [Finding("running_without_run", card_id,
                      f"#{card_id} is running without an open run and a lease")
              for (card_id,) in conn.all(
@@ -103,14 +105,31 @@ def find(conn: Conn) -> list[Finding]:
                   "SELECT r.id, r.card_id FROM run r JOIN card c ON c.id = r.card_id "
                   "WHERE r.finished_at IS NULL AND (c.status != 'running' OR "
                   "c.claim_token IS NULL OR c.claim_token != r.claim_token) ORDER BY r.id")]
+    return found + (_abandoned(conn, now) if now is not None else [])
+
+
+def _abandoned(conn: Conn, now: datetime) -> list[Finding]:
+    """Running cards past their lease whose dispatcher is gone (or that a `kanban run` lead
+    holds: its process renews the lease while it lives)."""
+    leases = [lease for lease in claims.running_leases(conn) if lease.lease_expires_at < now]
+    owners = control.dispatchers_by_id(
+        conn, {lease.dispatcher_id for lease in leases if lease.dispatcher_id is not None})
+    found = []
+    for lease in leases:
+        owner = owners.get(lease.dispatcher_id) if lease.dispatcher_id is not None else None
+        if owner is None or not owner.alive(now):
+            found.append(Finding("lapsed_lease", lease.card_id, f"#{lease.card_id} is running "
+                                 "past its lease and no live dispatcher owns it"))
     return found
 
 
 def repair(conn: Conn, finding: Finding, now: datetime) -> bool:
     """The safe fix for one finding (still broken when re-read); True if applied."""
-    if finding.kind == "running_without_run":
-        transitions.hand_back(conn, finding.card_id, "repaired by kanban check: running "
-                              "without a live run", now=now, actor=CHECKER)
+    if finding.kind in ("running_without_run", "lapsed_lease"):
+        why = ("running without a live run" if finding.kind == "running_without_run" else
+               "its lease lapsed and its dispatcher is gone")
+        transitions.hand_back(conn, finding.card_id, f"repaired by kanban check: {why}",
+                              now=now, actor=CHECKER)
         return True
     if finding.kind == "ready_with_unfinished_dependency":
         row = conn.one("UPDATE card SET status = 'todo', updated_at = :now WHERE id = :id "
@@ -136,13 +155,13 @@ def check(db: Database, *, fix: bool = False) -> CheckReport:
     if not report.intact:
         return report  # a damaged file: no writes, and its rows cannot be trusted
     with db.read() as conn:
-        report.findings = find(conn)
+        report.findings = find(conn, db.clock())
     if not fix:
         return report
     for finding in report.findings:
         with db.write() as conn:
-            if finding in find(conn) and repair(conn, finding, db.clock()):
+            if finding in find(conn, db.clock()) and repair(conn, finding, db.clock()):
                 report.repaired.append(finding)
     with db.read() as conn:
-        report.findings = find(conn)
+        report.findings = find(conn, db.clock())
     return report

@@ -13,6 +13,7 @@ from typing import Any
 from kanban.errors import InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
 from kanban.records import Claim, MessageRecord, RunRecord
+from kanban.state.host import process_start
 from kanban.state.plans import Plan, Query, Rows, run_plan
 from kanban.state.rows import as_set_time, as_time, with_times
 from kanban.state.store import Conn
@@ -369,6 +370,9 @@ def claim_card(conn: Conn, card_id: int, *, now: datetime, lease_s: float,
     run_id = conn.one(_INSERT_RUN, {
         "card_id": card_id, "attempt": attempt, "token": token, "dispatcher_id": None,
         "host": host, "pid": os.getpid(), "now": now})[0]
+    # (pid, start) name this process: a later reader can prove it gone (kanban/lead_liveness)
+    set_run_process(conn, run_id, pid=os.getpid(), host=host or "",
+                    proc_start=process_start(os.getpid()))
     record_event(conn, board=board, card_id=card_id, run_id=run_id, kind="claimed", actor=actor,
                  at=now, attempt=attempt, **status_change(CardStatus.READY, CardStatus.RUNNING))
     return Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until)

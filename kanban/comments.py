@@ -32,3 +32,16 @@ def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: dateti
     record_event(conn, board=target[0], card_id=card_id, kind="commented", actor=author, at=now,
                  comment_id=comment_id)
     return int(comment_id)
+
+
+UNBLOCKED = "unblocked: "  # how kanban.transitions.unblock words a person's note
+
+
+def unblock_notes(conn: Conn, card_id: int) -> list[str]:
+    """A person's notes from unblocking the card since its last run ended (the next attempt
+    must hear them)."""
+    rows = conn.all(
+        "SELECT body FROM comment WHERE card_id = :id AND body LIKE :prefix AND NOT EXISTS "
+        "(SELECT 1 FROM run WHERE card_id = :id AND finished_at >= comment.at) ORDER BY id",
+        {"id": card_id, "prefix": f"{UNBLOCKED}%"})
+    return [body.removeprefix(UNBLOCKED) for (body,) in rows]

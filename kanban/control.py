@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kanban.cards import require_board
 from kanban.events import record_event
+from kanban.state.host import boot_id, process_start
 from kanban.state.plans import Plan, Query, run_plan
 from kanban.state.rows import row_dict
 from kanban.state.store import Conn
@@ -138,8 +140,20 @@ class DispatcherInfo:
         return self.board is None or self.board == board
 
     def alive(self, now: datetime, stale_s: float = DISPATCHER_STALE_S) -> bool:
-        """Not stopped, and heartbeating lately (a dead one stops beating)."""
-        return self.stopped_at is None and self.heartbeat_at >= now - timedelta(seconds=stale_s)
+        """The one test of a live dispatcher: not stopped, heartbeating lately, and, where
+        this host can tell (same host, same boot), its process still there."""
+        return (self.stopped_at is None and self.heartbeat_at >= now - timedelta(seconds=stale_s)
+                and not self.provably_dead())
+
+    def provably_dead(self) -> bool:
+        """Stopped, or its row names a process of this host's current boot that is gone (a pid
+        reused within the heartbeat's staleness window is not worth the wall-clock guess)."""
+        if self.stopped_at is not None:
+            return True
+        if self.boot_id is None or self.host != socket.gethostname() or \
+                self.boot_id != boot_id():
+            return False
+        return process_start(self.pid) is None
 
 
 _DISPATCHER_FIELDS = ("id", "host", "pid", "started_at", "heartbeat_at", "board", "instance",
@@ -159,7 +173,8 @@ def live_dispatchers_plan(now: datetime, stale_s: float = DISPATCHER_STALE_S
     rows = yield Query(f"{_SELECT_DISPATCHER} WHERE stopped_at IS NULL AND "
                        "heartbeat_at >= :since ORDER BY id",
                        {"since": now - timedelta(seconds=stale_s)})
-    return [DispatcherInfo(**row_dict(_DISPATCHER_FIELDS, row)) for row in rows]
+    found = (DispatcherInfo(**row_dict(_DISPATCHER_FIELDS, row)) for row in rows)
+    return [d for d in found if d.alive(now, stale_s)]
 
 
 def dispatchers_by_id(conn: Conn, ids: Iterable[int]) -> dict[int, DispatcherInfo]:

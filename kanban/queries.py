@@ -277,3 +277,10 @@ def run_result(conn: Conn, run_id: int) -> RunResult | None:
         said = (f"waits for a person: {reason}"[:WAITS_FOR_CHARS]
                 + f" (kanban unblock {card_id} --note ...)")
     return result.with_waits_for(visible(said, one_line=True))
+
+
+def cards_run_by(conn: Conn, dispatcher_id: int) -> list[tuple[str, str | None]]:
+    """(status, error) of each card a dispatcher ran a worker for."""
+    return [(status, error) for status, error in conn.all(
+        "SELECT status, error FROM card WHERE id IN (SELECT card_id FROM run "
+        "WHERE dispatcher_id = :d)", {"d": dispatcher_id})]

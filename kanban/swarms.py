@@ -141,9 +141,11 @@ class SwarmResult:
 
 def follow(db: Database, swarm: Swarm, *, clock: Callable[[], datetime],
            on_progress: Callable[[list[ChildStatus]], None] = lambda statuses: None,
-           poll_s: float = 0.1, board: str | None = None) -> SwarmResult:
+           poll_s: float = 0.1, board: str | None = None,
+           keep_served: Callable[[], bool] = lambda: False) -> SwarmResult:
     """Wait until the synthesizer finishes, or the swarm cannot (a card failed, was
-    cancelled or needs a person, spawning is paused, or no dispatcher serves the board)."""
+    cancelled or needs a person, spawning is paused, or no dispatcher serves the board and
+    `keep_served` cannot start one)."""
     while True:
         with db.read() as conn:
             statuses = children_status(conn, swarm.cards)
@@ -161,7 +163,7 @@ def follow(db: Database, swarm: Swarm, *, clock: Callable[[], datetime],
             why = f": {s.error}" if s.error else ""
             return SwarmResult(swarm, None, f"#{s.id} ({s.title}) is {s.status}{why}",
                                statuses)
-        if not serving:
+        if not serving and not keep_served():
             return SwarmResult(swarm, None, f"no live dispatcher serves board {board!r} "
                                "(start `kanban dispatch`)", statuses)
         if paused:

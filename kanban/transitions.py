@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from kanban import validation as v
 from kanban.cards import card_with_key, get_card
 from kanban.children import SETTLED, Delegation, unsettled
-from kanban.comments import add_comment
+from kanban.comments import UNBLOCKED, add_comment
 from kanban.dependencies import (
     demote_dependents,
     promote_dependents,
@@ -211,7 +211,7 @@ def unblock(conn: Conn, card_id: int, note: str | None, *, now: datetime,
     if to == CardStatus.TODO:
         _block_if_dependency_ended(conn, card_id, now, actor)
     if note:
-        add_comment(conn, card_id, f"unblocked: {note}", author=actor.name, now=now)
+        add_comment(conn, card_id, f"{UNBLOCKED}{note}", author=actor.name, now=now)
     return get_card(conn, card_id)
 
 

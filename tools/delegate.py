@@ -44,6 +44,8 @@ class LeadScope:
     # card waits (kanban.transitions.wait) with this delegation, resumed when it is settled.
     waits: bool = False
     pending: list[int] = field(default_factory=list)  # a batch being waited for in-process
+    # Called when no live dispatcher serves the board: True if it started one (`kanban run`)
+    keep_served: Callable[[], bool] = field(default=lambda: False)
     own_toolsets: tuple[str, ...] | None = None  # None: the lead profile's
     delegation: Delegation | None = None
 
@@ -220,7 +222,7 @@ def wait_for(scope: LeadScope, ids: list[int], *, deadline: float) -> list[Child
         reason = None
         if time.monotonic() > deadline:
             reason = "the lead stopped waiting (delegation timed out)"
-        elif not serving:
+        elif not serving and not scope.keep_served():
             reason = f"no live dispatcher serves board {scope.card.board!r}"
         if reason is not None:
             cancel_children(scope, [s.id for s in statuses if not s.settled], reason=reason)
@@ -243,13 +245,14 @@ def routable(config: Config) -> list[str]:
     return sorted(name for name in config.profiles if name != LEAD_PROFILE)
 
 
-def tool_for(config: Config) -> Tool:
-    """The delegate tool with `config`'s profiles, their descriptions and the toolsets."""
+def tool_for(config: Config, depth: int = 0) -> Tool:
+    """The delegate tool with `config`'s profiles, their descriptions and the toolsets, for
+    a card at `depth` (a lead: 0)."""
     profiles = routable(config)
     listed = "; ".join(f"{name}: {config.profiles[name].description or 'no description'} "
                        f"(toolsets {', '.join(config.profiles[name].toolsets)})"
                        for name in profiles)
-    task = _task_schema(config, profiles)
+    task = _task_schema(config, profiles, depth)
     schema = {"type": "object", "properties": {"tasks": {"type": "array", "items": task,
                                                          "minItems": 1}},
               "required": ["tasks"], "additionalProperties": False}
@@ -264,9 +267,10 @@ def tool_for(config: Config) -> Tool:
                 parallel=False)
 
 
-def _task_schema(config: Config, profiles: list[str]) -> dict[str, Any]:
-    """The JSON schema of one delegated task."""
-    return {
+def _task_schema(config: Config, profiles: list[str], depth: int) -> dict[str, Any]:
+    """The JSON schema of one delegated task. `role: orchestrator` is offered only where
+    it can work: when the child's own children (depth + 2) are within max_depth."""
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "title": {"type": "string", "minLength": 1, "maxLength": 200},
@@ -299,6 +303,9 @@ def _task_schema(config: Config, profiles: list[str]) -> dict[str, Any]:
         "required": ["title", "goal"],
         "additionalProperties": False,
     }
+    if depth + 2 > config.limits.max_depth:
+        del schema["properties"]["role"]
+    return schema
 
 
 def register(registry: ToolRegistry) -> None:

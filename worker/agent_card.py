@@ -128,6 +128,7 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
             refuse_board_workspace(setting.home, workspace.path)
         plan = retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                 home=setting.home, workspace=workspace.path))
+        secrets = sorted({*secrets, *key_values(plan.profile, env)}, key=len, reverse=True)
         scope.skills = {skill.name: skill for skill in plan.skills}
         scope.skill_files = plan.materials.skill_files
         activity.plan(plan.max_turns)
@@ -150,7 +151,8 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
     gates.arm(scope, card, bench)
     lead = orchestrator_scope(scope, card, plan, config, setting.home)
     try:
-        toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench, orchestrator=lead)
+        toolbox = tools.toolbox(list(plan.toolsets), config, scope, bench, orchestrator=lead,
+                                depth=card.depth)
     except ConfigError as exc:  # a plug-in that does not load
         _close(bench)
         message = redact(exc.message, secrets)

@@ -21,6 +21,7 @@ from kanban.dispatcher.wake import change_watcher
 from kanban.errors import KanbanError
 from kanban.records import CardRecord
 from kanban.service import Kanban
+from kanban.signals import critical
 from kanban.skills import SkillCatalog
 from kanban.state.config import Config
 from kanban.state.errors import ConfigError
@@ -107,9 +108,11 @@ def start_lead(kb: Kanban, *, goal: str, context: str, board: str, model: str,
 def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str,
              env: Mapping[str, str] | None = None,
              on_progress: Callable[[list[ChildStatus]], None] | None = None,
-             skills: SkillCatalog | None = None, home: Path | None = None) -> LeadResult:
-    """Run the lead agent on its claimed card; Ctrl-C cancels its children and the lead.
-    `home` is the board's folder (relative `dir:` workspaces start at its parent)."""
+             skills: SkillCatalog | None = None, home: Path | None = None,
+             keep_served: Callable[[], bool] | None = None) -> LeadResult:
+    """Run the lead agent on its claimed card; Ctrl-C leaves it resumable (see
+    leave_resumable). `home` is the board's folder (relative `dir:` workspaces start at its
+    parent); `keep_served` starts a dispatcher when none serves the board any more."""
     env = os.environ if env is None else env
     scope = WorkerScope(kb, claim.board, claim.card_id, claim.claim_token, claim.run_id,
                         lease_s=config.limits.lease_s)
@@ -123,6 +126,8 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
     heartbeat = HeartbeatThread(scope, activity=activity, interrupt=interrupt)
     watcher, woken = change_watcher(kb.db), threading.Event()
     lead.wait_change = lambda timeout: watcher.wait(timeout, woken)  # children's changes wake
+    if keep_served is not None:
+        lead.keep_served = keep_served
     heartbeat.start()
     try:
         try:
@@ -144,8 +149,8 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
         if result.error:  # providers may echo a key back in an error message
             result = replace(result, error=redact(result.error, secrets))
     except BaseException:
-        with suppress(KanbanError):  # leave the board consistent, whatever stopped us
-            leave_resumable(lead)
+        with critical(), suppress(KanbanError):  # leave the board consistent, whatever
+            leave_resumable(lead)                # stopped us
         raise
     finally:
         heartbeat.stop()
@@ -158,6 +163,16 @@ def _workspace(config: Config, claim: claims.Claim) -> Path | None:
     if config.path is None:
         return None
     return config.path.parent / "workspaces" / claim.board / str(claim.card_id)
+
+
+def release_lead(kb: Kanban, claim: claims.Claim) -> None:
+    """Hand the lead's card back (no attempt spent) if this claim still holds it: the net
+    under an interrupt that came before the lead's run could leave it resumable itself."""
+    with kb.db.write() as conn:
+        if claims.is_current(conn, claim.card_id, claim.claim_token):
+            transitions.hand_back(conn, claim.card_id, "kanban run was interrupted",
+                                  now=kb.clock(), actor=transitions.Actor(
+                                      f"card:#{claim.card_id}", claim.claim_token))
 
 
 def leave_resumable(lead: LeadScope) -> None:

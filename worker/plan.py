@@ -15,6 +15,8 @@ from kanban.agent.limits import Limits
 from kanban.agent.types import Message
 from kanban.attachments import Attachments
 from kanban.cards import card_attachments
+from kanban.comments import unblock_notes
+from kanban.endpoints import endpoint_profile, with_endpoint
 from kanban.queries import subtree_cost
 from kanban.records import CardRecord
 from kanban.skills import Skill, SkillCatalog, load_catalog
@@ -66,23 +68,25 @@ def skill_names(card: CardRecord, profile: Profile) -> list[str]:
 
 def plan_run(card: CardRecord, config: Config, env: Mapping[str, str], *,
              catalog: SkillCatalog, materials: Materials, spent_cost: float = 0.0,
-             decisions: Sequence[ApprovalRecord] = ()) -> WorkerPlan:
+             decisions: Sequence[ApprovalRecord] = (),
+             endpoint: Profile | None = None, unblocked: Sequence[str] = ()) -> WorkerPlan:
     """The run a worker would make of `card` now; ConfigError/UnknownSkill say why not.
     `spent_cost`: what the card's subtree has cost so far (its max_cost counts it);
-    `decisions`: a person's answers to the commands the card asked to run."""
-    profile = config.profile(card.profile)
+    `decisions`: a person's answers to the commands the card asked to run; `endpoint`: the
+    profile whose endpoint its model is reached through (kanban.endpoints)."""
+    profile = with_endpoint(config.profile(card.profile), endpoint)
     skills = tuple(catalog.require(skill_names(card, profile)))
     toolsets = worker_toolsets(card, profile, config, has_skills=bool(skills))
     max_turns = profile.max_turns
     if card.parent_id is not None:  # a delegated card: the delegation limits apply too
         max_turns = min(max_turns, config.limits.child_max_turns)
-    opening = [Message("user", first_prompt(card, materials, decisions))]
+    opening = [Message("user", first_prompt(card, materials, decisions, unblocked))]
     if skills:
         opening.insert(0, Message("user", skills_prompt(skills)))
     return WorkerPlan(
         card=card, profile=profile, model=card.model or profile.resolved_model(env),
         toolsets=toolsets, skills=skills, materials=materials, system=system_prompt(toolsets),
-        opening=tuple(opening), resume_notes=tuple(news_since_last_run(card, decisions)),
+        opening=tuple(opening), resume_notes=tuple(news_since_last_run(card, decisions, unblocked)),
         max_turns=max_turns,
         limits=run_limits(profile, max_turns=max_turns, spent_cost=spent_cost),
         timeout_s=card.timeout_s or profile.timeout_s)
@@ -115,7 +119,9 @@ def prepare_run(attachments: Attachments, card: CardRecord, config: Config,
     materials = place_materials(attachments, card.id, skills, workspace)
     return plan_run(card, config, env, catalog=catalog, materials=materials,
                     spent_cost=spent_so_far(attachments.db, card.id),
-                    decisions=decisions_of(attachments.db, card.id))
+                    decisions=decisions_of(attachments.db, card.id),
+                    endpoint=endpoint_of(attachments.db, config, card.id),
+                    unblocked=unblocked_of(attachments.db, card.id))
 
 
 def preview_run(attachments: Attachments, card: CardRecord, config: Config,
@@ -128,7 +134,9 @@ def preview_run(attachments: Attachments, card: CardRecord, config: Config,
     return plan_run(card, config, env, catalog=catalog,
                     materials=materials_for(records, skills),
                     spent_cost=spent_so_far(attachments.db, card.id),
-                    decisions=decisions_of(attachments.db, card.id))
+                    decisions=decisions_of(attachments.db, card.id),
+                    endpoint=endpoint_of(attachments.db, config, card.id),
+                    unblocked=unblocked_of(attachments.db, card.id))
 
 
 def decisions_of(db: Database, card_id: int) -> list[ApprovalRecord]:
@@ -137,6 +145,16 @@ def decisions_of(db: Database, card_id: int) -> list[ApprovalRecord]:
 
     with db.read() as conn:
         return [a for a in for_card(conn, card_id) if a.decision != "pending"]
+
+
+def unblocked_of(db: Database, card_id: int) -> list[str]:
+    with db.read() as conn:
+        return unblock_notes(conn, card_id)
+
+
+def endpoint_of(db: Database, config: Config, card_id: int) -> Profile | None:
+    with db.read() as conn:
+        return endpoint_profile(conn, config, card_id)
 
 
 def spent_so_far(db: Database, card_id: int) -> float:

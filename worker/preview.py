@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kanban.agent.model import endpoint_for
+from kanban.agent.retry import endpoint_label
 from kanban.attachments import Attachments
 from kanban.service import Kanban
 from kanban.state.config import Config
@@ -33,6 +35,7 @@ class WorkerPreview:
     lease_s: float
     secrets: list[str]
     reach: dict[str, Any] = field(default_factory=dict)  # what its commands can touch
+    endpoint: str | None = None  # where its model is called: host and path
 
     def masked(self, text: str) -> str:
         return _URL_PASSWORD.sub(rf"\1:{MASK}@", redact(text, self.secrets))
@@ -46,6 +49,7 @@ class WorkerPreview:
             "script": self.masked(card.command) if card.command is not None else None,
             "profile": p.profile.name, "model": self.masked(p.model),
             "base_url": self.masked(p.profile.base_url) if p.profile.base_url else None,
+            "endpoint": self.endpoint,
             "limits": {"max_turns": p.limits.max_turns, "token_budget": p.limits.token_budget,
                        "max_cost": p.limits.max_cost, "spent_cost": p.limits.spent_cost,
                        "timeout_s": p.timeout_s, "lease_s": self.lease_s,
@@ -84,9 +88,11 @@ def preview_worker(kb: Kanban, card_id: int, config: Config, env: Mapping[str, s
     tools = [{"name": t.name, "description": preview.masked(t.description),
               "parameters": t.parameters} for t in toolbox_for(plan, scope).specs()]
     masked_env = {k: _mask_variable(k, v, preview) for k, v in sorted(environment.items())}
+    url = endpoint_for(plan.model, base_url=plan.profile.base_url, env=environment)
     return WorkerPreview(plan, tools, masked_env, config.limits.lease_s, secrets,
                          reach(plan.profile,
-                               card_home=card_home_path(home, card.board, card.id)))
+                               card_home=card_home_path(home, card.board, card.id)),
+                         endpoint=endpoint_label(url) if url else None)
 
 
 def _mask_variable(name: str, value: str, preview: WorkerPreview) -> str:

@@ -30,7 +30,7 @@ def system_prompt(toolsets: Sequence[str]) -> str:
 
 
 def first_prompt(card: CardRecord, materials: Materials | None = None,
-                 decisions: Iterable[ApprovalRecord] = ()) -> str:
+                 decisions: Iterable[ApprovalRecord] = (), unblocked: Iterable[str] = ()) -> str:
     parts = [f"Your card is #{card.id}: {card.title}"]
     if card.goal:
         parts.append(f"Goal: {card.goal}")
@@ -42,15 +42,17 @@ def first_prompt(card: CardRecord, materials: Materials | None = None,
         parts.append(f"Files attached to your card, read-only in your workspace:\n{listed}")
     if card.attempt > 1:
         parts.append(f"This is attempt {card.attempt}; kanban_show lists earlier attempts.")
-    parts += news_since_last_run(card, decisions)
+    parts += news_since_last_run(card, decisions, unblocked)
     return "\n\n".join(parts)
 
 
-def news_since_last_run(card: CardRecord, decisions: Iterable[ApprovalRecord]) -> list[str]:
+def news_since_last_run(card: CardRecord, decisions: Iterable[ApprovalRecord],
+                        unblocked: Iterable[str] = ()) -> list[str]:
     """What the model must hear at the start of an attempt, fresh or resumed: a review's
-    feedback on the previous attempt, a person's answers to the commands it asked to run."""
-    notes = []
-    if card.feedback:
+    feedback on the previous attempt, a person's note on unblocking it, a person's answers
+    to the commands it asked to run."""
+    notes = [f"A person unblocked your card with this note:\n{note}" for note in unblocked]
+    if card.feedback:  # a review's, or a person's `kanban reject` note
         notes.append("The review of your previous attempt asked for changes. Its feedback:\n"
                      f"{card.feedback}")
     return notes + decision_notes(decisions)

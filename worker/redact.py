@@ -38,7 +38,8 @@ def base64_forms(secret: str) -> set[str]:
 
 @functools.lru_cache(maxsize=16)
 def _patterns(secrets: tuple[str, ...]) -> tuple[str, ...]:
-    every = {form for secret in secrets for form in (secret, *base64_forms(secret))}
+    every = {form for secret in secrets if len(secret) >= _MIN_SECRET  # any source's
+             for form in (secret, *base64_forms(secret))}
     return tuple(sorted(every, key=len, reverse=True))
 
 

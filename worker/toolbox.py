@@ -67,7 +67,8 @@ def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: Work
 
 
 def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
-            bench: Workbench, *, orchestrator: LeadScope | None = None) -> Toolbox:
+            bench: Workbench, *, orchestrator: LeadScope | None = None,
+            depth: int = 0) -> Toolbox:
     """Registry tools of the built-in and plug-in toolsets, plus the tools of MCP servers
     (started here, so the model sees their tools), plus `delegate` for an orchestrator.
     McpError if a server does not start."""
@@ -75,7 +76,7 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
     extra: list[Tool] = []
     contexts: dict[str, object] = {}
     if orchestrator is not None:
-        extra.append(delegate.tool_for(config))
+        extra.append(delegate.tool_for(config, depth))
         contexts[delegate.TOOLSET] = orchestrator
     servers = [t.removeprefix("mcp:") for t in toolsets if t.startswith("mcp:")]
     if servers:

@@ -80,8 +80,9 @@ class RootGroup(click.Group):
                 raise
             _silence_stdout()
             code = EXIT_BROKEN_PIPE if exc.code == 1 else exc.code
-        except (KeyboardInterrupt, click.Abort):  # click has ended the line already
-            code = EXIT_INTERRUPTED
+        except (KeyboardInterrupt, click.Abort) as exc:  # click has ended the line already
+            signalled = exc.__cause__ if isinstance(exc, click.Abort) else exc  # click wraps it
+            code = getattr(signalled, "exit_code", EXIT_INTERRUPTED)  # kanban.signals: 128+sig
         except (BrokenPipeError, output.PipeClosed):
             _silence_stdout()
             code = EXIT_BROKEN_PIPE

@@ -48,8 +48,8 @@ profile_option = click.option("--profile", shell_complete=complete_profiles, met
 @dependency_policy_option(CARD_POLICY_HELP)
 @click.option("--profile", default="default", show_default=True, metavar="NAME",
               shell_complete=complete_profiles, help="The agent profile from config.toml.")
-@click.option("--max-attempts", type=int, default=3, show_default=True,
-              help="Attempts before the card fails.")
+@click.option("--max-attempts", type=int, default=None,
+              help="Attempts before the card fails (default: the profile's max_attempts).")
 @click.option("--timeout", type=float, default=None,
               help="Seconds a run may take (default: the profile's).")
 @click.option("--key", default=None, metavar="KEY",
@@ -88,7 +88,8 @@ profile_option = click.option("--profile", shell_complete=complete_profiles, met
 @json_option
 @click.pass_context
 def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
-        depends_on: tuple[int, ...], profile: str, max_attempts: int, timeout: float | None,
+        depends_on: tuple[int, ...], profile: str, max_attempts: int | None,
+        timeout: float | None,
         key: str | None, at: str | None, within: str | None, skills: tuple[str, ...],
         workspace: str | None, toolsets: str | None, verify: str | None, reviewer: str | None,
         human: bool, max_reviews: int, triage: bool, decomposer: str | None, dry_run: bool,
@@ -117,7 +118,8 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
         config.profile(reviewer)  # an unknown reviewer profile fails now, not after the work
     new = NewCard(
         title=title, goal=goal, context=context, board=board_of(ctx), priority=priority,
-        profile=profile, depends_on=depends_on, max_attempts=max_attempts, timeout_s=timeout,
+        profile=profile, depends_on=depends_on, timeout_s=timeout,
+        max_attempts=chosen.max_attempts if max_attempts is None else max_attempts,
         key=key, run_at=scheduled_time(ctx, at, within, kanban.clock()), skills=skills,
         workspace=spec, toolsets=",".join(names) if names is not None else None,
         review=gate or chosen.review, max_reviews=max_reviews,

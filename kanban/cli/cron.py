@@ -353,7 +353,7 @@ def run(ctx: click.Context, name: str, as_json: bool) -> None:
 
     A slot due now is taken by this run (never fired twice); otherwise the schedule stays.
     """
-    result = _jobs(ctx).run(name)
+    result = _jobs(ctx, checked=True).run(name)  # checked: with config.toml's profiles
     if as_json:
         output.print_json(result.to_json())
     else:
@@ -371,7 +371,7 @@ def tick(ctx: click.Context, as_json: bool) -> None:
     """
     from kanban.cron.courier import courier_for
 
-    cron = _jobs(ctx)
+    cron = _jobs(ctx, checked=True)  # config.toml's profiles for its cards
     fired = cron.fire_due(board=board_filter(ctx))
     courier = courier_for(cron.db, config_of(ctx), location_of(ctx).home, os.environ)
     attempts = courier.deliver_due(limit=1000)

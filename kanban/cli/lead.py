@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from kanban.cli import output
+from kanban.cli import exit_codes, output
 from kanban.cli.base import (
     board_filter,
     board_of,
@@ -26,6 +26,7 @@ from kanban.cli.base import (
     open_kanban,
 )
 from kanban.cli.params import CARD_ID
+from kanban.cli.progress import Progress, children_lines
 from kanban.cli.swarm import create as create_swarm
 from kanban.cli.swarm import (
     follow_live,
@@ -35,7 +36,7 @@ from kanban.cli.swarm import (
     workers_option,
 )
 from kanban.errors import KanbanError
-from kanban.textsafety import visible
+from kanban.signals import critical, guarded
 
 if TYPE_CHECKING:
     from kanban.children import ChildStatus
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from kanban.state.paths import DbLocation
 
 
-@command()
+@command(epilog=exit_codes.help_epilog())
 @click.argument("goal", required=False)
 @click.option("--model", "-m", metavar="SPEC",
               help="The lead's model: openai:MODEL, anthropic:MODEL or scripted:NAME "
@@ -89,8 +90,19 @@ def run(ctx: click.Context, goal: str | None, model: str | None, context: str,
     refused before anything is stored. Ctrl-C exits 130 and leaves the lead resumable:
     its children go back to the queue, and `kanban run --resume ID` (or any dispatcher)
     continues it from its stored conversation. With --swarm, the goal goes to a swarm and
-    its synthesizer's result is the answer.
+    its synthesizer's result is the answer. The exit code says how it ended (below).
     """
+    with guarded():
+        _run(ctx, goal, model, context, max_children, max_concurrent, child_timeout, as_json,
+             quiet, detach, attach_id, resume_id, as_swarm, workers, parts, verifier,
+             synthesizer)
+
+
+def _run(ctx: click.Context, goal: str | None, model: str | None, context: str,
+         max_children: int | None, max_concurrent: int | None, child_timeout: float | None,
+         as_json: bool, quiet: bool, detach: bool, attach_id: int | None,
+         resume_id: int | None, as_swarm: bool, workers: int | None,
+         parts: tuple[str, ...], verifier: str, synthesizer: str) -> None:
     _check_one_mode(goal, attach_id, resume_id)
     if attach_id is not None or resume_id is not None:
         if detach or as_swarm:
@@ -129,12 +141,18 @@ def _check_one_mode(goal: str | None, attach_id: int | None, resume_id: int | No
 
 def _usable_model(config: Config, model: str | None) -> str:
     """The lead's model spec, refused now (before anything is stored) if it is unknown or
-    its API key is missing."""
-    from kanban.agent.model import resolve_model
+    its API key is missing: built as the lead's worker builds it (its profile's base_url,
+    api and api_key_env), without calling it."""
+    from kanban.tools.delegate import LEAD_PROFILE
     from kanban.worker.lead import lead_model
+    from kanban.worker.runtime import model_chain
 
     spec = lead_model(config, os.environ, model)
-    resolve_model(spec, env=os.environ)
+    built = model_chain(config.profiles.get(LEAD_PROFILE, config.profile("default")), spec,
+                        os.environ)
+    close = getattr(built, "close", None)
+    if close is not None:
+        close()
     return spec
 
 
@@ -163,26 +181,33 @@ def _detach(kb: Kanban, lead: _Lead, *, quiet: bool) -> None:
 def _lead_here(kb: Kanban, location: DbLocation, config: Config, lead: _Lead, *,
                as_json: bool, quiet: bool) -> None:
     """Claim the lead card and run it in this process (a dispatcher alongside unless one
-    serves the board), then print the answer."""
+    serves the board), then print the answer. A signal at any moment leaves the lead
+    resumable with no attempt spent, and the dispatcher run here stopped."""
     from kanban.dispatcher.embedded import dispatcher_for
     from kanban.skills import load_catalog
-    from kanban.worker.lead import run_lead, start_lead
+    from kanban.worker.lead import release_lead, run_lead, start_lead
 
-    claim = start_lead(kb, goal=lead.goal, context=lead.context, board=lead.board,
-                       model=lead.model, lease_s=config.limits.lease_s)
     chatty = not quiet  # notes go to stderr, so --json keeps them
-    if chatty:
-        output.note(f"lead #{claim.card_id} on board {lead.board!r} with {lead.model}")
+    claim = None
     try:
-        with (dispatcher_for(kb, location, lead.board) as embedded,
-              _Progress(chatty) as progress):
-            if embedded is None and chatty:
+        with critical():  # the claim is remembered before an interrupt is raised
+            claim = start_lead(kb, goal=lead.goal, context=lead.context, board=lead.board,
+                               model=lead.model, lease_s=config.limits.lease_s)
+        if chatty:
+            output.note(f"lead #{claim.card_id} on board {lead.board!r} with {lead.model}")
+        with (dispatcher_for(kb, location, lead.board) as service,
+              Progress(chatty) as progress):
+            if service.dispatcher is None and chatty:
                 output.note("using the running dispatcher")
             result = run_lead(kb, claim, config=config, model_spec=lead.model,
-                              on_progress=progress.update, skills=load_catalog(location.home))
+                              on_progress=progress.update, skills=load_catalog(location.home),
+                              keep_served=service.ensure)
     except KeyboardInterrupt:
-        output.note(f"interrupted: lead #{claim.card_id} can go on with "
-                    f"`kanban run --resume {claim.card_id}`")
+        if claim is not None:
+            with critical(), suppress(KanbanError):
+                release_lead(kb, claim)
+            output.note(f"interrupted: lead #{claim.card_id} can go on with "
+                        f"`kanban run --resume {claim.card_id}`")
         raise
     _report(kb, result, lead.model, lead.board, as_json=as_json, chatty=chatty)
 
@@ -197,6 +222,7 @@ def _follow(ctx: click.Context, card_id: int, *, start: bool, as_json: bool,
     kb = open_kanban(ctx)
     card = kb.card(card_id, board=board_filter(ctx))
     chatty = not quiet
+    waits = _WaitNotes(kb, card_id) if chatty else None
 
     def served() -> str | None:
         with kb.db.read() as conn:
@@ -207,16 +233,62 @@ def _follow(ctx: click.Context, card_id: int, *, start: bool, as_json: bool,
         if card.status in ("failed", "cancelled"):
             raise KanbanError(f"#{card_id} is {card.status}; `kanban retry {card_id}` starts "
                               "it again")
-        with dispatcher_for(kb, location_of(ctx), card.board) as embedded, \
-                _Progress(chatty) as progress:
+        _take_over(kb, card_id, chatty=chatty)
+        with dispatcher_for(kb, location_of(ctx), card.board) as service, \
+                Progress(chatty) as progress:
             if chatty:
                 output.note(f"resuming #{card_id}" + (
-                    " with the running dispatcher" if embedded is None else ""))
-            result = follow(kb, card_id, on_progress=progress.update)
+                    " with the running dispatcher" if service.dispatcher is None else ""))
+
+            def keep_served() -> str | None:
+                service.ensure()
+                if waits is not None:
+                    waits.say()
+                return None
+
+            result = follow(kb, card_id, on_progress=progress.update,
+                            still_served=keep_served)
     else:
-        with _Progress(chatty) as progress:
-            result = follow(kb, card_id, on_progress=progress.update, still_served=served)
+        def watched() -> str | None:
+            reason = served()
+            if reason is None and waits is not None:
+                waits.say()
+            return reason
+
+        with Progress(chatty) as progress:
+            result = follow(kb, card_id, on_progress=progress.update, still_served=watched)
     _report(kb, result, card.model or "", card.board, as_json=as_json, chatty=chatty)
+
+
+def _take_over(kb: Kanban, card_id: int, *, chatty: bool) -> None:
+    """A lead left `running` by a `kanban run` whose process is gone goes back to ready now
+    (no attempt spent), so --resume need not wait for its lease to lapse."""
+    from kanban.lead_liveness import requeue_orphaned_leads
+    from kanban.transitions import Actor
+
+    with kb.db.write() as conn:
+        taken = requeue_orphaned_leads(conn, now=kb.clock(), actor=Actor("kanban run --resume"),
+                                       card_id=card_id)
+    if taken and chatty:
+        output.note(f"#{card_id} was running under a `kanban run` that is gone: taken over "
+                    "(no attempt spent)")
+
+
+class _WaitNotes:
+    """While --resume or --attach waits: what it waits for, on stderr, whenever that
+    changes (the first at once)."""
+
+    def __init__(self, kb: Kanban, card_id: int) -> None:
+        self.kb, self.card_id, self.last = kb, card_id, ""
+
+    def say(self) -> None:
+        from kanban.lead_liveness import waiting_for
+
+        with self.kb.db.read() as conn:
+            what = waiting_for(conn, self.card_id)
+        if what != self.last:
+            self.last = what
+            output.note(f"waiting: {what}")
 
 
 def _report(kb: Kanban, result: Any, spec: str, board: str, *, as_json: bool,
@@ -233,7 +305,14 @@ def _report(kb: Kanban, result: Any, spec: str, board: str, *, as_json: bool,
         if result.answer:
             output.out(result.answer)
     if result.error:
-        raise KanbanError(f"lead #{result.card_id} failed: {result.error}")
+        code = (exit_codes.BUDGET if result.stop_reason in exit_codes.BUDGET_STOPS
+                or exit_codes.BUDGET_WORDS.search(result.error) else exit_codes.LEAD_FAILED)
+        raise exit_codes.Outcome(f"lead #{result.card_id} failed: {result.error}", code)
+    code = exit_codes.for_cards((c.status, c.error) for c in children)
+    if code != exit_codes.OK:
+        failed = ", ".join(f"#{c.id} {c.status}" for c in children if c.status != "done")
+        raise exit_codes.Outcome(f"lead #{result.card_id} answered, but not every card it "
+                                 f"delegated is done: {failed}", code)
 
 
 def _read_goal(goal: str) -> str:
@@ -276,50 +355,3 @@ def _json(kb: Kanban, result: Any, spec: str, board: str,
         "card_ids": [c.id for c in cards], "usage": usage,
         "cost": cards[0].cost, "total_cost": sum(c.cost for c in cards),
     }
-
-
-def children_lines(statuses: Sequence[ChildStatus], now: datetime) -> list[str]:
-    """One line per child: state, what it is doing or its result, elapsed time."""
-    from kanban.activity import describe
-
-    lines = []
-    for s in statuses:
-        end = s.finished_at or now
-        elapsed = f"{(end - s.started_at).total_seconds():.1f}s" if s.started_at else "-"
-        if s.status == "running":
-            note = describe(s.activity, compact=True) or s.progress or ""
-        else:
-            note = s.result or s.error or ""
-        lines.append(f"#{s.id} {s.status} {elapsed}  {s.title}"
-                     + (f": {output.one_line(note)}" if note else ""))
-    return lines
-
-
-class _Progress:
-    """A live table of the children on a terminal's stderr; nothing when piped."""
-
-    def __init__(self, chatty: bool) -> None:
-        self.live: Any = None
-        self.enabled = chatty and output.is_terminal(sys.stderr)
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.live import Live
-
-            self.live = Live(console=Console(stderr=True, highlight=False),
-                             refresh_per_second=8, transient=True)
-            self.live.__enter__()
-        return self
-
-    def update(self, statuses: list[ChildStatus]) -> None:
-        if self.live is not None:
-            from rich.text import Text
-
-            from kanban.state.timeutil import utcnow
-
-            self.live.update(Text(visible("\n".join(children_lines(statuses, utcnow())))))
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.__exit__(*exc)

@@ -56,7 +56,7 @@ def context_lines(data: dict[str, Any]) -> list[str]:
     lines = [
         paint(f"#{data['card_id']}", "bold") + f" board {data['board']} · profile "
         f"{data['profile']} · model {data['model']}"
-        + (f" · {data['base_url']}" if data["base_url"] else ""),
+        + (f" · at {data['endpoint']}" if data.get("endpoint") else ""),
         paint(f"limits: {limits['max_turns']} turns · {budget} · {cost} · "
               f"{limits['timeout_s']:g}s timeout · {limits['lease_s']:g}s lease · "
               f"{limits['attempts_left']} attempts left", "dim"),

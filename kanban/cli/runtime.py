@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from kanban.cli import output
+from kanban.cli import exit_codes, output
 from kanban.cli.base import (
     board_filter,
     command,
@@ -21,8 +22,11 @@ from kanban.cli.base import (
 )
 from kanban.cli.errors import EXIT_INTERRUPTED
 
+if TYPE_CHECKING:
+    from kanban.service import Kanban
 
-@command()
+
+@command(epilog=exit_codes.help_epilog())
 @click.option("--max-workers", "-w", type=click.IntRange(0, 1024), default=0,
               help="Workers at once (0: config.toml, else from cores and memory).")
 @click.option("--once", is_flag=True,
@@ -50,6 +54,7 @@ def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
     tokens). With --board it claims only that board's cards. Ctrl-C, SIGTERM or SIGHUP
     stop claiming and let running workers finish; a second signal hands their cards
     back. Exits 130 after Ctrl-C (an interrupt), 0 after SIGTERM or SIGHUP (a stop).
+    With --once, the exit code says how the cards of that pass ended (below).
     """
     from kanban.dispatcher.logs import configure
     from kanban.dispatcher.options import DispatchOptions
@@ -66,6 +71,22 @@ def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
     output.note(f"dispatcher {d.id} stopped")
     if d.stopped_by == signal.SIGINT:
         sys.exit(EXIT_INTERRUPTED)
+    if once and d.id is not None:
+        _exit_for_cards_run(kb, d.id)
+
+
+def _exit_for_cards_run(kb: Kanban, dispatcher_id: int) -> None:
+    """--once: exit_codes.TABLE over the cards this pass ran (a card it handed to its
+    children, now waiting, is not a failure)."""
+    from kanban.queries import cards_run_by
+
+    with kb.db.read() as conn:
+        ran = [c for c in cards_run_by(conn, dispatcher_id)
+               if c[0] not in ("waiting", "ready", "review")]
+    code = exit_codes.for_cards(ran)
+    if code != exit_codes.OK:
+        failed = sum(1 for status, _ in ran if status != "done")
+        raise exit_codes.Outcome(f"{failed} card(s) this pass ran did not end done", code)
 
 
 @command()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kanban.cli import output
+from kanban.cli import exit_codes, output
 from kanban.cli.base import (
     board_of,
     command,
@@ -17,7 +17,7 @@ from kanban.cli.base import (
     open_kanban,
     require_skills,
 )
-from kanban.errors import KanbanError
+from kanban.signals import guarded
 
 if TYPE_CHECKING:
     from kanban.swarms import Swarm
@@ -36,7 +36,7 @@ synthesizer_option = click.option(
     help="The synthesizer's profile (its result is the answer).")
 
 
-@command()
+@command(epilog=exit_codes.help_epilog())
 @click.argument("goal")
 @workers_option
 @parts_option
@@ -72,7 +72,8 @@ def swarm(ctx: click.Context, goal: str, workers: int | None, parts: tuple[str, 
                   synthesizer=synthesizer, profile=profile, planner=planner, skills=skills,
                   key=key, review=review)
     if follow:
-        follow_live(ctx, made, as_json=as_json)
+        with guarded():
+            follow_live(ctx, made, as_json=as_json)
     elif as_json:
         output.print_json(made.to_json())
     else:
@@ -108,7 +109,7 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
                 quiet: bool = False) -> None:
     """Run a dispatcher for the board if none serves it, show the swarm's cards live on a
     terminal, then print the synthesizer's answer (stdout) and the cards (stderr)."""
-    from kanban.cli.lead import _Progress, children_lines
+    from kanban.cli.progress import Progress, children_lines
     from kanban.dispatcher.embedded import dispatcher_for
     from kanban.swarms import follow
 
@@ -118,12 +119,12 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
     if chatty:
         output.note(f"swarm #{made.synthesizer} on board {board!r}: "
                     f"{len(made.workers)} workers")
-    with dispatcher_for(kb, location_of(ctx), board) as embedded, \
-            _Progress(chatty) as progress:
-        if embedded is None and chatty:
+    with dispatcher_for(kb, location_of(ctx), board) as service, \
+            Progress(chatty) as progress:
+        if service.dispatcher is None and chatty:
             output.note("using the running dispatcher")
         result = follow(kb.db, made, clock=kb.clock, board=board,
-                        on_progress=progress.update)
+                        on_progress=progress.update, keep_served=service.ensure)
     if as_json:
         output.print_json(_json(made, result))
     else:
@@ -134,7 +135,19 @@ def follow_live(ctx: click.Context, made: Swarm, *, as_json: bool = False,
         if result.answer:
             output.out(result.answer)
     if result.error:
-        raise KanbanError(f"swarm #{made.synthesizer} stopped: {result.error}")
+        raise exit_codes.Outcome(f"swarm #{made.synthesizer} stopped: {result.error}",
+                                 _exit_code(made, result))
+
+
+def _exit_code(made: Swarm, result: Any) -> int:
+    """From exit_codes.TABLE: another card failed (the synthesizer then never runs), else
+    the synthesizer did, else neither (the swarm could not go on: no dispatcher, spawning
+    paused)."""
+    stuck = [s for s in result.statuses if s.status in ("failed", "cancelled", "blocked")]
+    others = [(s.status, s.error) for s in stuck if s.id != made.synthesizer]
+    if others:
+        return exit_codes.for_cards(others)
+    return exit_codes.LEAD_FAILED if stuck else exit_codes.ERROR
 
 
 def _json(made: Swarm, result: Any) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, s
                            low=PRIORITY_RANGE[0], high=PRIORITY_RANGE[1]),
         profile=profile,
         depends_on=tuple(int_field(d, "depends_on", low=1) for d in many(data.get("depends_on"))),
-        max_attempts=int_field(data.get("max_attempts") or 3, "max_attempts",
+        max_attempts=int_field(data.get("max_attempts") or chosen.max_attempts, "max_attempts",
                                low=MAX_ATTEMPTS_RANGE[0], high=MAX_ATTEMPTS_RANGE[1]),
         timeout_s=_seconds(timeout) if timeout else None,
         on_dependency_failure=text_field(data, "on_dependency_failure") or None,  # "": board's

@@ -167,7 +167,8 @@ def test_paused_spawning_answers_the_lead_at_once(board: BoardFiles) -> None:
 def test_failing_child_is_reported_to_the_lead(board: BoardFiles) -> None:
     board.configure('[profiles.broken]\nmodel = "scripted:no-such-script"\n')
     spec = _lead_script(board, [{"title": "will fail", "goal": "g", "profile": "broken"}])
-    _run(board, "--model", spec)
+    # the lead answers, but a child it relied on failed: exit 4 (kanban/cli/exit_codes.py)
+    assert _run(board, "--model", spec, check=False).returncode == 4
     (result,) = _lead_tool_results(board)
     (child,) = json.loads(result)["children"]
     assert child["status"] == "failed" and "no-such-script" in child["error"]
@@ -179,7 +180,8 @@ def test_child_that_times_out_is_reported_to_the_lead(board: BoardFiles) -> None
     board.configure("[limits]\nchild_timeout_s = 1.0\nchild_max_attempts = 1\n"
                     f'[profiles.stuck]\nmodel = "{stuck}"\n')
     spec = _lead_script(board, [{"title": "never ends", "goal": "g", "profile": "stuck"}])
-    _run(board, "--model", spec)
+    # the lead answers, but a child it relied on failed: exit 4 (kanban/cli/exit_codes.py)
+    assert _run(board, "--model", spec, check=False).returncode == 4
     (result,) = _lead_tool_results(board)
     (child,) = json.loads(result)["children"]
     assert child["status"] == "failed" and "timed out" in child["error"]
@@ -232,7 +234,8 @@ def test_delegated_cards_stop_at_the_child_turn_limit(board: BoardFiles) -> None
         for i in range(10)])
     board.configure(f'[limits]\nchild_max_turns = 2\n[profiles.chatty]\nmodel = "{chatty}"\n')
     spec = _lead_script(board, [{"title": "talks a lot", "goal": "g", "profile": "chatty"}])
-    _run(board, "--model", spec)
+    # the lead answers, but a child it relied on failed: exit 4 (kanban/cli/exit_codes.py)
+    assert _run(board, "--model", spec, check=False).returncode == 4
     (result,) = _lead_tool_results(board)
     (child,) = json.loads(result)["children"]
     assert child["status"] == "failed" and "turn limit" in child["error"]

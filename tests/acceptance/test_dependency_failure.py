@@ -16,7 +16,8 @@ def test_a_failed_card_cancels_and_blocks_its_dependents_by_policy(board: BoardF
     cancels = add("cancels", "--depends-on", str(doomed), "--on-dependency-failure", "cancel")
     blocks = add("blocks", "--depends-on", str(doomed))
     below = add("below", "--depends-on", str(cancels))  # the board's default: block
-    kanban(board.path, "dispatch", "--once")  # the worker fails `doomed` at once
+    # the worker fails `doomed` at once: exit 4 (kanban/cli/exit_codes.py)
+    assert kanban(board.path, "dispatch", "--once", check=False).returncode == 4
     status = dict(query(board.path, "SELECT id, status FROM card"))
     assert status == {doomed: "failed", cancels: "cancelled", blocks: "blocked",
                       below: "blocked"}

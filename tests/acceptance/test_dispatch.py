@@ -151,7 +151,8 @@ def test_fatal_model_config_fails_at_once_without_retries(board: BoardFiles, mod
                                                           message: str) -> None:
     board.configure(f'[profiles.bad]\nmodel = "{model}"\n')
     card = board.add("doomed", profile="bad", max_attempts=3)
-    kanban(board.path, "dispatch", "--once")
+    # the card it ran failed: exit 4 (kanban/cli/exit_codes.py)
+    assert kanban(board.path, "dispatch", "--once", check=False).returncode == 4
     status, attempt, error = query(board.path, "SELECT status, attempt, error FROM card "
                                                "WHERE id = ?", card)[0]
     assert (status, attempt) == ("failed", 1)
@@ -161,7 +162,8 @@ def test_fatal_model_config_fails_at_once_without_retries(board: BoardFiles, mod
 
 def test_a_card_naming_an_unknown_provider_fails_at_once(board: BoardFiles) -> None:
     card = board.add("doomed", model="nope:some-model", max_attempts=3)
-    kanban(board.path, "dispatch", "--once")
+    # the card it ran failed: exit 4 (kanban/cli/exit_codes.py)
+    assert kanban(board.path, "dispatch", "--once", check=False).returncode == 4
     status, attempt, error = query(board.path, "SELECT status, attempt, error FROM card "
                                                "WHERE id = ?", card)[0]
     assert (status, attempt) == ("failed", 1) and "nope" in error
@@ -183,7 +185,8 @@ def test_timeout_terminates_worker_and_records_timed_out(board: BoardFiles) -> N
     spec = board.script("stuck", [{"text": "thinking", "delay_s": 600}])
     board.configure(f'[profiles.stuck]\nmodel = "{spec}"\n')
     card = board.add("never ends", profile="stuck", timeout_s=1, max_attempts=1)
-    kanban(board.path, "dispatch", "--once")
+    # the card it ran failed: exit 4 (kanban/cli/exit_codes.py)
+    assert kanban(board.path, "dispatch", "--once", check=False).returncode == 4
     assert query(board.path, "SELECT status FROM card WHERE id = ?", card) == [("failed",)]
     outcome, code = query(board.path, "SELECT outcome, exit_code FROM run WHERE card_id = ?",
                           card)[0]

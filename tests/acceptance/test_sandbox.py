@@ -126,7 +126,8 @@ def test_without_bwrap_a_required_sandbox_refuses_and_auto_says_so(
     card = board.add("needs a sandbox", profile="worker")
     with LLMServer(responder=scripted(["echo hi"], [])) as server:
         env = {**os.environ, **server.env(), "PATH": str(bare)}
-        kanban(board.path, "dispatch", "--once", env=env)
+        # the card it ran failed: exit 4 (kanban/cli/exit_codes.py)
+        assert kanban(board.path, "dispatch", "--once", env=env, check=False).returncode == 4
         status, error = query(board.path, "SELECT status, error FROM card WHERE id = ?",
                               card)[0]
         assert status == "failed" and 'sandbox = "required"' in error, error

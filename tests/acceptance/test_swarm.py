@@ -63,7 +63,7 @@ def test_a_failed_worker_stops_the_swarm_with_its_reason(board: BoardFiles) -> N
     board.configure(f'[profiles.broken]\nmodel = "scripted:{missing}"\n')
     done = kanban(board.path, "swarm", GOAL, "--part", "a", "--profile", "broken",
                   "--follow", check=False)
-    assert done.returncode == 1
+    assert done.returncode == 4  # a card it relied on failed (kanban/cli/exit_codes.py)
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("kanban: error: swarm #3 stopped: #1 (Part 1 of 1: a) is failed")
     assert "cannot read script file" in last

@@ -156,8 +156,10 @@ def test_a_spent_tree_budget_stops_new_children(board: BoardFiles) -> None:
     board.configure("[limits]\nmax_workers = 1\n[profiles.lead]\ntree_token_budget = 500\n")
     with LLMServer(responder=model) as server:
         env = {**os.environ, **server.env()}
-        out = kanban(board.path, "run", "Spend it", "--model", "openai:test-model",
-                     env=env).stdout
+        done = kanban(board.path, "run", "Spend it", "--model", "openai:test-model",
+                      env=env, check=False)
+        out = done.stdout
+    assert done.returncode == 5  # a budget stopped a card (kanban/cli/exit_codes.py)
     cards = query(board.path, "SELECT id, title, status, error FROM card ORDER BY id")
     assert [(c[1], c[2]) for c in cards] == [("Spend it", "done"), ("first", "done"),
                                              ("second", "failed")]

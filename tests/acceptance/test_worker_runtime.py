@@ -146,11 +146,13 @@ def test_max_cost_stops_a_card_and_cost_is_shown(board: BoardFiles, server: LLMS
     assert usage == [("openai:gpt-4o", pytest.approx(0.2))] * 3
     text = kanban(board.path, "show", str(card), env={**os.environ, "COLUMNS": "200"}).stdout
     assert "cost $0.6000" in text
-    # The model was warned at 70% ($0.40 ≥ $0.35) and 90% ($0.60 ≥ $0.45) of the budget.
+    # The model was warned of 70% ($0.35) and 90% ($0.45) of the budget a turn ahead, at the
+    # pace of $0.20 a turn: at $0.20 (next $0.40) and $0.40 (next $0.60), not after passing.
     results = [json.loads(r[0]) if r[0].startswith("{") else r[0] for r in query(
         board.path, "SELECT content FROM message WHERE role = 'tool' ORDER BY id")]
     warned = [r for r in results if "budget warning" in str(r)]
-    assert len(warned) == 2 and "(70%)" in str(warned[0]) and "(90%)" in str(warned[1])
+    assert len(warned) == 2 and "(40%; the next turn may pass 70%)" in str(warned[0])
+    assert "(80%; the next turn may pass 90%)" in str(warned[1])
 
 
 def replace_usage(reply: Reply) -> Reply:

@@ -150,3 +150,27 @@ def test_retry_requeues_failed_cards_in_bulk(board: BoardFiles) -> None:
     assert query(board.path, "SELECT status FROM card WHERE id = ?", kept) == [("failed",)]
     both = kanban(board.path, "retry", "1", "--status", "failed", check=False)
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_repair_requeues_a_restored_running_card_whose_dispatcher_is_gone(
+        board: BoardFiles) -> None:
+    """A backup taken while a card ran: its run is open, its lease lapses, its dispatcher's
+    row is a dead one's. README: --repair puts it back to ready (no attempt spent)."""
+    from kanban import control
+
+    card = board.add("ran at backup time")
+    with board.kb.db.write() as conn:
+        gone = control.register_dispatcher(conn, host="an-old-host", pid=4242,
+                                           now=board.kb.clock())
+        control.stop_dispatcher(conn, gone, board.kb.clock())
+    board.kb.claim(1, lease_s=30, dispatcher_id=gone, host="an-old-host")
+    with board.kb.db.write() as conn:  # the backup is restored a minute later
+        conn.run("UPDATE card SET lease_expires_at = '2000-01-01 00:00:00' WHERE id = :id",
+                 {"id": card})
+    found = kanban(board.path, "check", check=False)
+    assert found.returncode == 1
+    assert f"#{card} is running past its lease and no live dispatcher owns it" in found.stdout
+    kanban(board.path, "check", "--repair")
+    assert query(board.path, "SELECT status, attempt - retry_base FROM card WHERE id = ?",
+                 card) == [("ready", 0)]
+    assert kanban(board.path, "check").returncode == 0

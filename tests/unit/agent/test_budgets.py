@@ -80,3 +80,13 @@ def test_each_warning_is_given_once() -> None:
     both = warnings.due(9, 950, 0) or ""
     assert "9 of 10 turns used (90%)" in both and "950 of 1,000 tokens used (90%)" in both
     assert warnings.due(10, 990, 0) is None
+
+
+def test_a_leap_past_a_threshold_is_warned_of_before_it() -> None:
+    """Tokens grow by leaps: 400, then 600 (next turn at this pace: 800, past 70%), then
+    the budget would be spent before a 90% warning at the old rule came."""
+    warnings = BudgetWarnings(Limits(token_budget=1000))
+    assert warnings.due(1, 300, 0) is None  # the next turn at this pace: 600
+    early = warnings.due(2, 600, 0) or ""
+    assert "600 of 1,000 tokens used (60%; the next turn may pass 90%)" in early
+    assert warnings.due(3, 950, 0) is None  # each warning once
