@@ -87,8 +87,11 @@ def _tasks(args: dict[str, Any], scope: LeadScope) -> tuple[list[ChildTask], lis
         profile = config.profile(item.get("profile", "default"))
         try:
             toolsets, lost = grant(item.get("toolsets"), profile, scope.toolsets, config)
-            workspace = normalise_spec(item.get("workspace", profile.workspace),
+            asked = item.get("workspace")
+            workspace = normalise_spec(asked if asked is not None else profile.workspace,
                                        base=scope.home, has_parent=True)
+            if asked is not None:
+                _within(workspace, scope.home)
             review = _review_gate(item.get("review"), profile.review, config)
         except ValidationError as exc:
             raise ValidationError(f"task {index} ('{item['title']}'): {exc.message}") from None
@@ -104,6 +107,19 @@ def _tasks(args: dict[str, Any], scope: LeadScope) -> tuple[list[ChildTask], lis
         ))
         dropped.append(lost)
     return tasks, dropped
+
+
+def _within(workspace: str | None, home: Path) -> None:
+    """A `dir:` the model names must lie in the project the lead works on (where relative
+    ones start): a delegated card is no way to reach the user's HOME, ~/.ssh or /etc. A
+    profile's own `dir:` is a person's choice and is not checked here."""
+    if workspace is None or not workspace.startswith("dir:"):
+        return
+    path, top = Path(workspace.removeprefix("dir:")), home.resolve()
+    if path != top and top not in path.parents:
+        raise ValidationError(f"workspace {workspace} lies outside {top}; a delegated card "
+                              "may work only in a folder of the project (or scratch, parent, "
+                              "worktree)")
 
 
 def _review_gate(asked: str | None, default: str | None, config: Config) -> str | None:
