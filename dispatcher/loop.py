@@ -70,6 +70,7 @@ class Dispatcher(FaultDuties, Stopping):
         self.stop_requested = threading.Event()
         self.hand_back = threading.Event()
         self.workers = LocalWorkers()
+        self.ran: set[int] = set()  # the cards it claimed (`dispatch --once` judges them)
         self.id: int | None = None
         self.stopped_by: int | None = None  # the signal that stopped it, if one did
         self.spawner: Spawner | None = None
@@ -250,6 +251,7 @@ class Dispatcher(FaultDuties, Stopping):
                     return
         claimed = self.kb.claim(slots, lease_s=self.lease_s, flt=flt, dispatcher_id=self.id,
                                 host=self.host)
+        self.ran.update(c.card_id for c in claimed)
         if not claimed:
             with self.kb.db.read() as conn:
                 self._next_due = claims.next_due(conn, now=self.kb.clock(), flt=flt)

@@ -6,7 +6,7 @@ board on its async connection, so both print the same JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -17,7 +17,7 @@ from kanban.cards import CARD_SELECT, card_from_row, require_board, require_boar
 from kanban.columns import BoardCard, column_plan
 from kanban.control import DispatcherInfo, PauseState, live_dispatchers_plan, pause_state_plan
 from kanban.records import CardRecord
-from kanban.state.plans import Plan, Query, run_plan
+from kanban.state.plans import Plan, Query, in_list, run_plan
 from kanban.state.rows import as_set_time, as_time
 from kanban.state.store import Conn
 from kanban.states import BOARD_ORDER, CardStatus
@@ -279,8 +279,10 @@ def run_result(conn: Conn, run_id: int) -> RunResult | None:
     return result.with_waits_for(visible(said, one_line=True))
 
 
-def cards_run_by(conn: Conn, dispatcher_id: int) -> list[tuple[str, str | None]]:
-    """(status, error) of each card a dispatcher ran a worker for."""
+def card_outcomes(conn: Conn, card_ids: Collection[int]) -> list[tuple[str, str | None]]:
+    """(status, error) of each of these cards (say, those a dispatcher claimed)."""
+    if not card_ids:
+        return []
+    marks, ids = in_list("c", sorted(card_ids))
     return [(status, error) for status, error in conn.all(
-        "SELECT status, error FROM card WHERE id IN (SELECT card_id FROM run "
-        "WHERE dispatcher_id = :d)", {"d": dispatcher_id})]
+        f"SELECT status, error FROM card WHERE id IN ({marks})", ids)]

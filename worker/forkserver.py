@@ -260,6 +260,10 @@ class ForkServer:
         selector.register(self.stdin_fd, selectors.EVENT_READ)
         selector.register(self.wake_r, selectors.EVENT_READ)
         self.send({"ready": True, "pid": os.getpid()})
+        # Processes the preload started and left (the bwrap probe's), adopted by us as a
+        # subreaper before SIGCHLD was ours to hear: collected now, not at the first exit.
+        self._sweep()
+        self._reap()
         self._new_spare()
         try:
             while True:

@@ -72,16 +72,16 @@ def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
     if d.stopped_by == signal.SIGINT:
         sys.exit(EXIT_INTERRUPTED)
     if once and d.id is not None:
-        _exit_for_cards_run(kb, d.id)
+        _exit_for_cards_run(kb, d.ran)
 
 
-def _exit_for_cards_run(kb: Kanban, dispatcher_id: int) -> None:
+def _exit_for_cards_run(kb: Kanban, claimed: set[int]) -> None:
     """--once: exit_codes.TABLE over the cards this pass ran (a card it handed to its
     children, now waiting, is not a failure)."""
-    from kanban.queries import cards_run_by
+    from kanban.queries import card_outcomes
 
     with kb.db.read() as conn:
-        ran = [c for c in cards_run_by(conn, dispatcher_id)
+        ran = [c for c in card_outcomes(conn, claimed)
                if c[0] not in ("waiting", "ready", "review")]
     code = exit_codes.for_cards(ran)
     if code != exit_codes.OK:

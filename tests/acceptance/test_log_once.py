@@ -18,7 +18,8 @@ def test_a_resumed_runs_log_shows_each_message_once(board: BoardFiles) -> None:
     card = board.add("push it", profile="worker")
     with LLMServer(responder=asks_then_completes) as server:
         env = {**os.environ, **server.env()}
-        kanban(board.path, "dispatch", "--once", env=env)
+        blocked = kanban(board.path, "dispatch", "--once", env=env, check=False)
+        assert blocked.returncode == 4, blocked.stderr  # it waits for the approval
         kanban(board.path, "approve", str(card))
         kanban(board.path, "dispatch", "--once", env=env)
     log = json.loads(kanban(board.path, "log", str(card), "--json").stdout)
