@@ -18,6 +18,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "child_max_attempts": (1, 100), "child_max_turns": (1, 1000),
     "timeout_s": (1, 7 * _DAY), "max_turns": (1, 1000), "token_budget": (1, 10**9),
     "max_concurrent": (1, 1024), "max_attempts": (1, 100), "tree_token_budget": (1, 10**12),
+    "stale_after_days": (1, 3650), "archive_after_days": (1, 3650),
 }
 
 

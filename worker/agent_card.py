@@ -8,10 +8,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kanban import skill_usage
 from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.scripted import resume_scripts
 from kanban.agent.types import Message
+from kanban.agent_skills import Author, SkillWriter
 from kanban.attachments import Attachments
 from kanban.children import tree_budget_spent
 from kanban.errors import KanbanError, ValidationError
@@ -33,7 +35,7 @@ from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.orchestrator import opening, orchestrator_scope, wait
 from kanban.worker.outcome import EXIT_OK, fail, requeue, retrying, settle
-from kanban.worker.plan import WorkerPlan, prepare_run
+from kanban.worker.plan import WorkerPlan, prepare_run, writes_skills
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import resumed_run, stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
@@ -119,8 +121,7 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         workspace = wenv.workspace or _resolve(scope, card, config, setting.home)
         plan = retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                 home=setting.home, workspace=workspace.path))
-        scope.skills = {skill.name: skill for skill in plan.skills}
-        scope.skill_files = plan.materials.skill_files
+        _skill_scope(scope, plan, setting.home)
         activity.plan(plan.max_turns)
         runtime = build_runtime(
             config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
@@ -223,6 +224,22 @@ def _record_continued(scope: WorkerScope, card: CardRecord, messages: int) -> No
                          from_run=source, messages=messages)
 
     scope.write(record)
+
+
+def _skill_scope(scope: WorkerScope, plan: WorkerPlan, home: Path) -> None:
+    """The card's skills for skill_view, whether it may write skills, and the skills it was
+    given recorded as used (the curator keeps used skills)."""
+    scope.skills = {skill.name: skill for skill in plan.skills}
+    scope.skill_files = plan.materials.skill_files
+    scope.profile = plan.card.profile
+    if writes_skills(plan.card, plan.profile):
+        scope.skill_writer = SkillWriter(home, Author(plan.card.id, plan.card.profile,
+                                                      plan.model))
+    if plan.skills:
+        names = [skill.name for skill in plan.skills]
+        scope.write(lambda conn: skill_usage.record(
+            conn, names, "given", now=scope.kb.clock(), card_id=plan.card.id,
+            profile=plan.card.profile), fenced=False)
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,

@@ -93,10 +93,15 @@ def worker_toolsets(card: CardRecord, profile: Profile, config: Config, *, has_s
     """The card's toolsets (see `card_toolsets`; unknown ones raise ConfigError), with the
     skills toolset when the card has skills."""
     chosen = card_toolsets(card, profile, config)
-    if has_skills:
+    if has_skills or writes_skills(card, profile):
         chosen.append(SKILLS_TOOLSET)
     chosen += for_role(card.role, profile.role)
     return tuple(dict.fromkeys(chosen))
+
+
+def writes_skills(card: CardRecord, profile: Profile) -> bool:
+    """The profile lets its cards write skills; a delegated card never inherits that."""
+    return profile.skills_write and card.parent_id is None
 
 
 def toolbox_for(plan: WorkerPlan, scope: WorkerScope) -> Toolbox:
