@@ -10,8 +10,9 @@ from kanban.errors import ValidationError
 from kanban.state.rows import as_time
 from kanban.state.store import Conn
 
-KINDS = ("view", "given", "write", "patch")
+KINDS = ("view", "given", "write", "patch", "restore")  # restore: a person brought it back
 STATES = ("active", "stale", "archived")
+_COUNTED = {"view": "views", "given": "given", "write": "writes", "patch": "patches"}
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,9 @@ def usage(conn: Conn) -> dict[str, SkillUsage]:
     for name, kind, count, last in conn.all(
             "SELECT skill, kind, count(*), max(at) FROM skill_use GROUP BY skill, kind"):
         entry = counts.setdefault(name, {"name": name})
-        entry[{"view": "views", "given": "given", "write": "writes",
-               "patch": "patches"}[kind]] = int(count)
+        counted = _COUNTED.get(kind)
+        if counted:
+            entry[counted] = int(count)
         at = as_time(last)
         previous = entry.get("last_used")
         if at is not None and (not isinstance(previous, datetime) or at > previous):

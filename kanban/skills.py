@@ -123,6 +123,11 @@ def load_catalog(home: Path, env: Mapping[str, str] | None = None, *,
     return SkillCatalog(skills, tuple(problems))
 
 
+def agent_skills(home: Path) -> list[Skill]:
+    """The skills in the agent-skill folder (written by agents, or put there by hand)."""
+    return [s for s in _skills_in(home / AGENT_SKILLS, AGENT) if isinstance(s, Skill)]
+
+
 def package_roots() -> tuple[list[tuple[str, Path]], list[str]]:
     """Folders registered by installed packages under the `kanban.skills` entry points,
     and what went wrong loading the others."""
