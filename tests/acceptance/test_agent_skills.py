@@ -9,7 +9,6 @@ import os
 import re
 import stat
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from tests.acceptance.conftest import BoardFiles
@@ -21,6 +20,7 @@ PROFILES = """
 model = "openai:test-model"
 skills_write = true
 token_budget = 100000000  # the hostile 1 MB body is counted as tokens sent
+context_window = 100000000  # and no summariser call between the scripted turns
 
 [profiles.reader]
 model = "openai:test-model"
@@ -29,29 +29,32 @@ BODY = "# Weekly triage\n\n1. Read the new issues.\n2. End the summary with: QUI
 Call = tuple[str, dict[str, Any]]
 
 
-def replayer(calls: Sequence[Call], seen: list[str],
-             summary: Callable[[list[str]], str] = lambda results: "done"
+def replayer(calls: Sequence[Call], summary: Callable[[list[str]], str]
              ) -> Callable[[dict[str, Any]], Reply]:
-    """A model that makes `calls`, one per turn, then completes with `summary(results)`."""
+    """A model that makes `calls`, one per turn (counted here: a long conversation is
+    compressed, so the results it is sent say nothing of how far it got), then completes
+    with `summary(the last results it was sent)`."""
+    turn = iter(range(len(calls) + 2))
 
     def respond(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        seen[:] = results
-        if len(results) < len(calls):
-            return tool_reply(calls[len(results)])
-        if len(results) == len(calls):
-            return tool_reply(("kanban_complete", {"summary": summary(results)}))
+        step = next(turn, len(calls) + 1)
+        if step < len(calls):
+            return tool_reply(calls[step])
+        if step == len(calls):
+            return tool_reply(("kanban_complete", {"summary": summary(tool_results(body))}))
         return text_reply("done")
 
     return respond
 
 
-def dispatch(board: BoardFiles, calls: Sequence[Call],
+def dispatch(board: BoardFiles, card: int, calls: Sequence[Call],
              summary: Callable[[list[str]], str] = lambda results: "done") -> list[str]:
-    seen: list[str] = []
-    with LLMServer(responder=replayer(calls, seen, summary)) as llm:
+    """One dispatch with the model making `calls` on `card`; the tool results, as stored."""
+    with LLMServer(responder=replayer(calls, summary)) as llm:
         kanban(board.path, "dispatch", "--once", env={**os.environ, **llm.env()})
-    return seen
+    return [content for (content,) in query(
+        board.path, "SELECT m.content FROM message m JOIN run r ON r.id = m.run_id "
+                    "WHERE r.card_id = ? AND m.role = 'tool' ORDER BY m.seq", card)]
 
 
 def add(board: BoardFiles, *args: str) -> int:
@@ -61,21 +64,22 @@ def add(board: BoardFiles, *args: str) -> int:
 def test_a_skill_written_on_one_card_is_followed_on_the_next(board: BoardFiles) -> None:
     board.configure(PROFILES)
     first = add(board, "Triage this week's issues", "--profile", "writer")
-    results = dispatch(board, [
+    results = dispatch(board, first, [
         ("skill_write", {"name": "weekly-triage", "description": "Triage the week's issues",
                          "body": BODY, "files": {"checklist.md": "- labels\n"}}),
         ("skill_patch", {"name": "weekly-triage", "old": "QUINCE", "new": "DAMSON"}),
         ("skill_write", {"name": "../x", "description": "d", "body": "b"}),
         ("skill_write", {"name": "bell\x07", "description": "d", "body": "b"}),
-        ("skill_write", {"name": "big", "description": "d", "body": "x" * 1_000_000}),
         ("skill_write", {"name": "big", "description": "d", "body": "x" * 100_000}),
         ("skill_write", {"name": "weekly-triage", "description": "again", "body": "b"}),
+        ("skill_write", {"name": "big", "description": "d", "body": "x" * 1_000_000}),
     ])
     assert "written" in results[0] and "version 1" in results[1], results
-    assert all(r.startswith("Error: a skill name is 1-64") for r in results[2:4]), results
-    assert results[4].startswith("Error: not run: the arguments") and \
-        results[5] == "Error: body is 100,000 characters; the limit is 65,536", results
-    assert results[6].startswith("Error: a skill named 'weekly-triage' exists"), results
+    assert all("a skill name is 1-64" in r for r in results[2:4]), results
+    assert "body is 100,000 characters; the limit is 65,536" in results[4], results
+    assert "a skill named 'weekly-triage' exists" in results[5], results
+    assert "the arguments of this skill_write call are too large" in results[6], results
+    assert len(results) == 8, results  # and kanban_complete
     assert query(board.path, "SELECT status FROM card WHERE id = ?", first) == [("done",)]
     folder = board.home / "agent-skills" / "weekly-triage"
     text = (folder / "SKILL.md").read_text()
@@ -90,7 +94,7 @@ def test_a_skill_written_on_one_card_is_followed_on_the_next(board: BoardFiles) 
     # A later card on another profile is given the skill, reads it and follows it.
     second = add(board, "Triage next week's issues", "--profile", "reader",
                  "--skill", "weekly-triage")
-    results = dispatch(board, [("skill_view", {"name": "weekly-triage"}),
+    results = dispatch(board, second, [("skill_view", {"name": "weekly-triage"}),
                                ("skill_write", {"name": "n", "description": "d", "body": "b"})],
                        summary=lambda seen: "signed " + " ".join(
                            re.findall(r"End the summary with: (\w+)", seen[0])))
@@ -101,8 +105,8 @@ def test_a_skill_written_on_one_card_is_followed_on_the_next(board: BoardFiles) 
 
     # Pinned, the skill is out of an agent's reach.
     kanban(board.path, "skills", "pin", "weekly-triage")
-    add(board, "Refine the triage skill", "--profile", "writer")
-    results = dispatch(board, [("skill_patch", {"name": "weekly-triage", "old": "DAMSON",
+    third = add(board, "Refine the triage skill", "--profile", "writer")
+    results = dispatch(board, third, [("skill_patch", {"name": "weekly-triage", "old": "DAMSON",
                                                 "new": "PLUM"})])
     assert "pinned" in results[0], results
     assert "DAMSON" in (folder / "SKILL.md").read_text()
