@@ -125,3 +125,12 @@ def test_kanban_skills_curate_dry_run_changes_nothing(kb: Kanban, tmp_path: Path
     assert kanban(db, "skills", "restore", "old").stdout == "restored old from the archive\n"
     bad = kanban(db, "skills", "pin", "../x", check=False)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+
+
+def test_the_dispatcher_runs_the_curator_on_its_slow_tick(kb: Kanban, tmp_path: Path) -> None:
+    write_skill(tmp_path, SkillCatalog(), Author(1, "writer", "scripted:x"), name="old",
+                description="old steps", body="Old.", files=None, now=T0)
+    os.utime(tmp_path / "agent-skills" / "old" / "SKILL.md", (0, 0))
+    kanban(tmp_path / "kanban.db", "dispatch", "--once")
+    assert (tmp_path / "agent-skills" / ".archive" / "old" / "SKILL.md").is_file()
+    assert len(list((tmp_path / "skill-backups").glob("agent-skills-*.tar.gz"))) == 1
