@@ -43,6 +43,9 @@ def skill_write(args: dict[str, Any], scope: WorkerScope) -> ToolResult:
                              description=args.get("description"), body=args.get("body"),
                              files=args.get("files"), now=scope.kb.clock())
         _record(scope, folder.name, "write")
+        # A name archived earlier starts again as a new, active skill.
+        scope.write(lambda conn: skill_usage.set_state(conn, folder.name, state="active",
+                                                       now=scope.kb.clock()), fenced=False)
         return (f"skill {folder.name!r} written; cards given it from now on can read it "
                 "with skill_view")
 
