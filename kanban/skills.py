@@ -148,6 +148,8 @@ def package_roots() -> tuple[list[tuple[str, Path]], list[str]]:
 
 
 def _skills_in(root: Path, source: str) -> Iterator[Skill | str]:
+    if source == AGENT and root.is_symlink():
+        return  # kanban made this folder; a symlink in its place was planted
     if not root.is_dir():
         if source.startswith("package:"):
             yield f"{source}: {root} is not a folder"

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from kanban.agent_skills import Author, write_skill
-from kanban.skills import SkillCatalog
+from kanban.skills import SkillCatalog, load_catalog
 from tests.security.conftest import Attack
 
 WRITER = """
@@ -108,10 +108,13 @@ def test_agent_skill_folder_swapped_for_a_symlink_is_refused(attack: Attack,
     attack.configure(WRITER)
     outside = tmp_path / "outside"
     outside.mkdir()
+    (outside / "lure").mkdir()
+    (outside / "lure" / "SKILL.md").write_text(HAND.format("lure"))
     (attack.board.home / "agent-skills").symlink_to(outside)
     card, results = attack.run([write("fresh")])
     assert results[0].startswith("Error:"), results
-    assert files_under(outside) == []
+    assert files_under(outside) == ["lure", "lure/SKILL.md"]
+    assert "lure" not in load_catalog(attack.board.home, packages=False).skills
 
 
 def test_control_characters_and_terminal_escapes_are_refused(attack: Attack) -> None:
