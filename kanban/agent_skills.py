@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kanban import skill_files as fs
+from kanban import validation
 from kanban.errors import ConfigError, ValidationError
 from kanban.skills import (
     AGENT,
@@ -25,7 +26,7 @@ from kanban.skills import (
     front_matter,
     split_front_matter,
 )
-from kanban.validation import text
+from kanban.textsafety import has_controls
 
 MAX_BODY = 64 * 1024  # characters of a SKILL.md body
 MAX_DESCRIPTION = 500
@@ -42,6 +43,14 @@ class Author:
     card_id: int
     profile: str
     model: str
+
+
+def text(value: str, what: str, limit: int, *, required: bool = False) -> str:
+    """Bounded text without control characters, carriage returns or terminal escapes."""
+    validation.text(value, what, limit, required=required)
+    if has_controls(value):
+        raise ValidationError(f"{what} contains control characters (a carriage return too)")
+    return value
 
 
 def check_name(name: Any) -> str:

@@ -125,6 +125,7 @@ def test_control_characters_and_terminal_escapes_are_refused(attack: Attack) -> 
         write("nul", files={"a.md": "zero\x00byte"}),
         write("bidi\u202e"),
         write("bell", body="ring \x07 ring"),
+        write("overprint", body="rm -rf /\rsafe step"),
     ])
     assert attack.card(card)[0] == "done"
     assert all(r.startswith("Error:") for r in results), results
