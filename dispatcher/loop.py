@@ -12,7 +12,7 @@ from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 
-from kanban import claims, control, pg_statements, transitions
+from kanban import claims, control, pg_statements, skill_curator, transitions
 from kanban.claims import ClaimFilter
 from kanban.cron.courier import Courier, courier_for
 from kanban.cron.firing import fire_due_jobs
@@ -34,10 +34,8 @@ from kanban.dispatcher.spawn import (
 from kanban.dispatcher.stopping import SHUTDOWN_PATIENCE_S, Stopping
 from kanban.dispatcher.wake import ChangeWatcher, Doorbell, NotifyWatcher, change_watcher
 from kanban.dispatcher.workspace import ready_workspace
-from kanban.errors import KanbanError
 from kanban.records import Claim
 from kanban.service import Kanban
-from kanban.skill_curator import curate
 from kanban.state.config import Config, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import retry_transient
@@ -242,10 +240,10 @@ class Dispatcher(FaultDuties, Stopping):
         if time.monotonic() < self._next_curate:
             return
         self._next_curate = time.monotonic() + CURATE_EVERY_S
-        try:
-            done = curate(self.kb.db, self.home, self.config.skills, self.kb.clock())
-        except (KanbanError, OSError) as exc:
-            event(f"skill curator: {exc}", logging.WARNING, kind="skills_curated", error=True)
+        done = skill_curator.curate_or_say(self.kb.db, self.home, self.config.skills,
+                                           self.kb.clock())
+        if isinstance(done, str):
+            event(f"skill curator: {done}", logging.WARNING, kind="skills_curated", error=True)
             return
         for move in done.moves:
             event(f"skill curator: {move.name} {move.state} (unused {move.idle_days:.0f} "

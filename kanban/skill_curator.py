@@ -20,7 +20,7 @@ from pathlib import Path
 from kanban import skill_files as fs
 from kanban import skill_usage
 from kanban.agent_skills import check_name
-from kanban.errors import ValidationError
+from kanban.errors import KanbanError, ValidationError
 from kanban.skills import Skill, agent_skills
 from kanban.state.config import SkillSettings
 from kanban.state.store import Database
@@ -82,6 +82,17 @@ def curate(db: Database, home: Path, settings: SkillSettings, now: datetime, *,
         with db.write() as conn:
             skill_usage.set_state(conn, move.name, state=move.state, now=now)
     return Curation(tuple(moves), backup, dry_run)
+
+
+def curate_or_say(db: Database, home: Path, settings: SkillSettings,
+                  now: datetime) -> Curation | str:
+    """`curate`, or what stopped it (the dispatcher logs that and tries again later)."""
+    try:
+        return curate(db, home, settings, now)
+    except KanbanError as exc:
+        return exc.message
+    except OSError as exc:
+        return f"{exc.filename or 'the skill folder'}: {exc.strerror}"
 
 
 def _last_activity(skill: Skill, last_used: datetime | None) -> datetime:

@@ -121,8 +121,10 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         workspace = wenv.workspace or _resolve(scope, card, config, setting.home)
         plan = retrying(scope, lambda: _prepare(scope.kb, card, config, env,
                                                 home=setting.home, workspace=workspace.path))
-        _skill_scope(scope, plan, setting.home)
+        scope.skills = {skill.name: skill for skill in plan.skills}
+        scope.skill_files = plan.materials.skill_files
         activity.plan(plan.max_turns)
+        _skill_scope(scope, plan, setting.home)
         runtime = build_runtime(
             config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
             max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
@@ -227,10 +229,8 @@ def _record_continued(scope: WorkerScope, card: CardRecord, messages: int) -> No
 
 
 def _skill_scope(scope: WorkerScope, plan: WorkerPlan, home: Path) -> None:
-    """The card's skills for skill_view, whether it may write skills, and the skills it was
-    given recorded as used (the curator keeps used skills)."""
-    scope.skills = {skill.name: skill for skill in plan.skills}
-    scope.skill_files = plan.materials.skill_files
+    """Whether the card may write skills, and the skills it was given recorded as used (the
+    curator keeps used skills)."""
     scope.profile = plan.card.profile
     if writes_skills(plan.card, plan.profile):
         scope.skill_writer = SkillWriter(home, Author(plan.card.id, plan.card.profile,
