@@ -117,6 +117,14 @@ def read_file(directory: int, name: str, limit: int) -> bytes:
     return data
 
 
+def read_skill_file(folder: Path, name: str, limit: int) -> bytes:
+    """A file of the agent skill at `folder` (.kanban/agent-skills/NAME), read without
+    following a symlink swapped in for the folder or the file since it was listed."""
+    with agent_root(folder.parent.parent, create=False) as root, \
+            opened(root, [folder.name]) as directory:
+        return read_file(directory, name, limit)
+
+
 def move(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
     """Rename an entry between two held directories (a symlink moves as itself)."""
     if _exists(dst_dir, dst):

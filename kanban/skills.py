@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kanban.errors import ConfigError, ValidationError
-from kanban.skill_files import AGENT_SKILLS
+from kanban.skill_files import AGENT_SKILLS, read_skill_file
 from kanban.validation import SKILL_NAME
 
 SKILL_FILE = "SKILL.md"
@@ -49,6 +49,9 @@ class Skill:
     @property
     def body(self) -> str:
         """SKILL.md without its front matter."""
+        if self.source == AGENT:  # a folder a card's commands may reach: no symlinks
+            data = read_skill_file(self.folder, SKILL_FILE, MAX_SKILL_FILE)
+            return _split(data.decode("utf-8", "replace"))[1].strip()
         return _split(_read_skill_file(self.folder / SKILL_FILE))[1].strip()
 
     def files(self) -> list[str]:

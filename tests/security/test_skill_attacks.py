@@ -103,6 +103,24 @@ def test_a_symlink_a_command_plants_where_the_skills_live_is_not_followed(
     assert files_under(outside) == []
 
 
+def test_a_skill_swapped_for_a_symlink_after_the_card_started_is_not_read(
+        attack: Attack) -> None:
+    """The card is given an agent's skill; a command swaps its SKILL.md for a symlink to a
+    secret, then the model reads the skill, hoping to see the secret."""
+    good = agent_skill(attack, "good")
+    skills = good.parent
+    attack.configure(f'toolsets = ["kanban", "terminal"]\napproval = "allow"\n'
+                     f'sandbox = "off"\nworkspace = "dir:{skills}"\n')
+    secret = attack.canaries.secret_file
+    card, results = attack.run([
+        ("terminal", {"command": f"rm good/SKILL.md && ln -s {secret} good/SKILL.md"}),
+        ("skill_view", {"name": "good"}),
+    ], skills=("good",))
+    assert (good / "SKILL.md").is_symlink(), results  # the command did swap it
+    assert results[1].startswith("Error:"), results
+    attack.assert_contained()
+
+
 def test_agent_skill_folder_swapped_for_a_symlink_is_refused(attack: Attack,
                                                              tmp_path: Path) -> None:
     attack.configure(WRITER)
