@@ -39,6 +39,8 @@ def skills(ctx: click.Context, words: tuple[str, ...], dry_run: bool, as_json: b
     if len(words) not in (wanted if isinstance(wanted, tuple) else (wanted,)):
         raise ValidationError(f"usage: kanban skills [NAME | curate | pin NAME | unpin NAME | "
                               f"restore NAME] (got {' '.join(words)!r})")
+    if dry_run and action != "curate":
+        raise ValidationError("--dry-run goes with `kanban skills curate`")
     if action == "curate":
         _curate(ctx, dry_run, as_json)
     elif action is not None:

@@ -123,8 +123,10 @@ def test_kanban_skills_curate_dry_run_changes_nothing(kb: Kanban, tmp_path: Path
     assert done.stdout.startswith("marked old archived") and "backup:" in done.stderr
     assert "old (agent): archived" in kanban(db, "skills").stdout
     assert kanban(db, "skills", "restore", "old").stdout == "restored old from the archive\n"
-    bad = kanban(db, "skills", "pin", "../x", check=False)
-    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+    for bad_args in (("pin", "../x"), ("pin",), ("old", "--dry-run"), ("a", "b")):
+        bad = kanban(db, "skills", *bad_args, check=False)
+        assert bad.returncode == 1 and bad.stderr.startswith("kanban: error: "), bad_args
+        assert bad.stderr.count("\n") == 1, bad.stderr
 
 
 def test_the_dispatcher_runs_the_curator_on_its_slow_tick(kb: Kanban, tmp_path: Path) -> None:
