@@ -12,7 +12,7 @@ from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 
-from kanban import claims, control, pg_statements, transitions
+from kanban import claims, control, pg_statements, skill_curator, transitions
 from kanban.claims import ClaimFilter
 from kanban.cron.courier import Courier, courier_for
 from kanban.cron.firing import fire_due_jobs
@@ -46,6 +46,7 @@ from kanban.transitions import Actor
 
 __all__ = ["DispatchOptions", "Dispatcher"]
 
+CURATE_EVERY_S = 3600.0  # the skill curator's pace: cheap, and days are its unit
 STEP_PATIENCE_S = 2.0  # one step waits this long for the database; the loop retries on
 
 
@@ -77,6 +78,7 @@ class Dispatcher(FaultDuties, Stopping):
         self.watcher: ChangeWatcher | NotifyWatcher | None = None
         self.courier: Courier | None = None  # delivers cron results on its own thread
         self._next_tick = 0.0
+        self._next_curate = 0.0  # the skill curator: first tick, then hourly
         self._next_due: datetime | None = None  # earliest backed-off card
         self._exits: deque[tuple[int, int]] = deque()  # reaped, not yet recorded
         self._unrecorded: list[tuple[int, int, int | None]] = []  # (run, pid, start) to store
@@ -228,11 +230,27 @@ class Dispatcher(FaultDuties, Stopping):
                   + (f": #{fired.card_id} on {fired.board}" if fired.card_id else ""),
                   kind="cron_fired", job=fired.job, outcome=str(fired.outcome),
                   card=fired.card_id, board=fired.board)
+        self._curate_if_due()
         event(f"tick: {len(self.workers)} running, next in {self.opts.tick_s:g}s",
               logging.DEBUG, kind="tick", running=len(self.workers))
         assert self.id is not None
         with self.kb.db.write() as conn:
             control.beat_dispatcher(conn, self.id, self.kb.clock())
+
+    def _curate_if_due(self) -> None:
+        """The skill curator, at most once per CURATE_EVERY_S; a failure is logged, and the
+        curator tries again next time."""
+        if time.monotonic() < self._next_curate:
+            return
+        self._next_curate = time.monotonic() + CURATE_EVERY_S
+        done = skill_curator.curate_or_say(self.kb.db, self.home, self.config.skills,
+                                           self.kb.clock())
+        if isinstance(done, str):
+            event(f"skill curator: {done}", logging.WARNING, kind="skills_curated", error=True)
+            return
+        for move in done.moves:
+            event(f"skill curator: {move.name} {move.state} (unused {move.idle_days:.0f} "
+                  "days)", kind="skills_curated", skill=move.name, state=move.state)
 
     def claim_and_spawn(self) -> None:
         self._next_due = None  # recomputed below when nothing is claimable yet

@@ -3,7 +3,8 @@
 SKILL.md starts with YAML front matter (`name`, `description`, optional `tags`) between
 `---` lines; the rest is the body a worker reads with `skill_view`. Skills are found, in
 order of precedence, in the database's folder (`.kanban/skills/`), the user's config
-directory (`~/.config/kanban/skills/`), and packages that register a folder of skills under
+directory (`~/.config/kanban/skills/`), the skills agents wrote (`.kanban/agent-skills/`,
+see kanban.agent_skills), and packages that register a folder of skills under
 the `kanban.skills` entry-point group (the entry point names a path, or a callable that
 returns one or several).
 """
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from kanban.errors import ConfigError, ValidationError
+from kanban.skill_files import AGENT_SKILLS, read_skill_file
 from kanban.validation import SKILL_NAME
 
 SKILL_FILE = "SKILL.md"
 ENTRY_POINT_GROUP = "kanban.skills"
+AGENT = "agent"  # the source of skills in the agent-skill folder
 MAX_SKILL_FILE = 256 * 1024
 MAX_DESCRIPTION = 1024
 MAX_FILES = 200  # other files of one skill that a worker may see
@@ -40,11 +43,15 @@ class Skill:
     description: str
     tags: tuple[str, ...]
     folder: Path
-    source: str  # project | user | package:<entry point>
+    source: str  # project | user | agent | package:<entry point>
+    written_by: str | None = None  # an agent-written skill: "card #N, profile P, model M"
 
     @property
     def body(self) -> str:
         """SKILL.md without its front matter."""
+        if self.source == AGENT:  # a folder a card's commands may reach: no symlinks
+            data = read_skill_file(self.folder, SKILL_FILE, MAX_SKILL_FILE)
+            return _split(data.decode("utf-8", "replace"))[1].strip()
         return _split(_read_skill_file(self.folder / SKILL_FILE))[1].strip()
 
     def files(self) -> list[str]:
@@ -60,7 +67,8 @@ class Skill:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "tags": list(self.tags),
-                "source": self.source, "folder": str(self.folder)}
+                "source": self.source, "folder": str(self.folder),
+                "written_by": self.written_by}
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,8 @@ def user_skills_dir(env: Mapping[str, str]) -> Path:
 def skill_roots(home: Path, env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     """Folders of skill folders, highest precedence first (packages come after these)."""
     env = os.environ if env is None else env
-    return [("project", home / "skills"), ("user", user_skills_dir(env))]
+    return [("project", home / "skills"), ("user", user_skills_dir(env)),
+            (AGENT, home / AGENT_SKILLS)]
 
 
 def load_catalog(home: Path, env: Mapping[str, str] | None = None, *,
@@ -115,6 +124,11 @@ def load_catalog(home: Path, env: Mapping[str, str] | None = None, *,
             elif skill_or_problem.name not in skills:
                 skills[skill_or_problem.name] = skill_or_problem
     return SkillCatalog(skills, tuple(problems))
+
+
+def agent_skills(home: Path) -> list[Skill]:
+    """The skills in the agent-skill folder (written by agents, or put there by hand)."""
+    return [s for s in _skills_in(home / AGENT_SKILLS, AGENT) if isinstance(s, Skill)]
 
 
 def package_roots() -> tuple[list[tuple[str, Path]], list[str]]:
@@ -137,11 +151,15 @@ def package_roots() -> tuple[list[tuple[str, Path]], list[str]]:
 
 
 def _skills_in(root: Path, source: str) -> Iterator[Skill | str]:
+    if source == AGENT and root.is_symlink():
+        return  # kanban made this folder; a symlink in its place was planted
     if not root.is_dir():
         if source.startswith("package:"):
             yield f"{source}: {root} is not a folder"
         return
     for folder in sorted(root.iterdir()):
+        if source == AGENT and (folder.is_symlink() or (folder / SKILL_FILE).is_symlink()):
+            continue  # an agent's folder holds only what kanban wrote there
         if folder.is_dir() and (folder / SKILL_FILE).is_file():
             try:
                 yield parse_skill(folder, source)
@@ -165,7 +183,16 @@ def parse_skill(folder: Path, source: str) -> Skill:
     if not isinstance(tags, list) or not all(isinstance(t, str | int) for t in tags):
         raise ConfigError(f"{where}: tags must be a list of words")
     description = " ".join(description.split())[:MAX_DESCRIPTION]
-    return Skill(name, description, tuple(str(t) for t in tags), folder, source)
+    return Skill(name, description, tuple(str(t) for t in tags), folder, source,
+                 _author(meta) if source == AGENT else None)
+
+
+def _author(meta: Mapping[str, Any]) -> str | None:
+    """Who wrote an agent's skill, from its front matter; None: put there by hand."""
+    by = meta.get("written_by")
+    if not isinstance(by, dict):
+        return None
+    return f"card #{by.get('card')}, profile {by.get('profile')}, model {by.get('model')}"
 
 
 def _read_skill_file(path: Path) -> str:
@@ -180,6 +207,16 @@ def _read_skill_file(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """(front matter, body) of a SKILL.md's text; None when it has no front matter."""
+    return _split(text)
+
+
+def front_matter(text: str, where: Path) -> dict[str, Any]:
+    """The front matter as a mapping; ConfigError says what is wrong with it."""
+    return _front_matter(text, where)
 
 
 def _split(text: str) -> tuple[str | None, str]:

@@ -44,6 +44,8 @@ class Profile:
     max_message_chars: int = 64_000  # one stored transcript message (head and tail kept)
     max_transcript_chars: int = 4_000_000  # a card's transcript; older tool results are cut
     skills: tuple[str, ...] = ()  # skills every card of this profile gets
+    # skill_write and skill_patch in its skills toolset (issue 33); never for delegated cards
+    skills_write: bool = False
     # Work in the card's workspace (issue 13).
     description: str = ""  # one line; the delegate tool shows it to a lead choosing a profile
     approval: str | None = None  # deny | ask | allow; None: ask, or deny for delegated cards
@@ -161,6 +163,14 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class SkillSettings:
+    """`[skills]`: when the curator marks an unused agent-written skill stale, then archives it."""
+
+    stale_after_days: float = 30.0
+    archive_after_days: float = 90.0
+
+
+@dataclass(frozen=True)
 class Config:
     limits: Limits = field(default_factory=Limits)
     profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
@@ -171,6 +181,7 @@ class Config:
     hook_entry_points: bool = True  # also load the `kanban.hooks` entry-point group
     mcp: Mapping[str, McpServer] = field(default_factory=dict)
     web: WebSettings = field(default_factory=WebSettings)
+    skills: SkillSettings = field(default_factory=SkillSettings)
 
     def profile(self, name: str) -> Profile:
         try:

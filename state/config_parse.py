@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kanban.state.config import Config, Delivery, Limits, McpServer, ModelPrice, WebSettings
+from kanban.state.config import (
+    Config,
+    Delivery,
+    Limits,
+    McpServer,
+    ModelPrice,
+    SkillSettings,
+    WebSettings,
+)
 from kanban.state.config_values import build, check_bounds
 from kanban.state.errors import ConfigError
 from kanban.state.profile_parse import parse_profiles
@@ -17,11 +25,11 @@ HOOK_EVENTS = ("pre_tool", "post_tool", "on_turn", "on_finish")
 def parse_config(raw: Mapping[str, Any], path: Path | None = None) -> Config:
     where = str(path or "config")
     unknown = sorted(set(raw) - {"limits", "profiles", "delivery", "prices", "hooks", "mcp",
-                                 "web"})
+                                 "web", "skills"})
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (the tables are [limits], "
-                          "[profiles.NAME], [delivery], [prices.MODEL], [hooks], [mcp.NAME] "
-                          "and [web])")
+                          "[profiles.NAME], [delivery], [prices.MODEL], [hooks], [mcp.NAME], "
+                          "[web] and [skills])")
     limits = build(Limits, raw.get("limits", {}), f"{where}: [limits]")
     delivery = build(Delivery, raw.get("delivery", {}), f"{where}: [delivery]")
     if limits.synchronous.upper() not in ("NORMAL", "FULL"):
@@ -35,11 +43,20 @@ def parse_config(raw: Mapping[str, Any], path: Path | None = None) -> Config:
     web = build(WebSettings, raw.get("web", {}), f"{where}: [web]")
     if web.search not in (None, "searxng", "brave", "tavily"):
         raise ConfigError(f"{where}: [web].search must be searxng, brave or tavily")
+    skills = _skills(raw.get("skills", {}), f"{where}: [skills]")
     prices = _prices(raw.get("prices", {}), where)
     hooks, entry_points = _hooks(raw.get("hooks", {}), where)
     return Config(limits=limits, profiles=profiles, path=path, delivery=delivery,
                   prices=prices, hooks=hooks, hook_entry_points=entry_points, mcp=mcp,
-                  web=web)
+                  web=web, skills=skills)
+
+
+def _skills(table: Any, where: str) -> SkillSettings:
+    settings = build(SkillSettings, table, where)
+    check_bounds(settings, table, where)
+    if settings.archive_after_days < settings.stale_after_days:
+        raise ConfigError(f"{where}.archive_after_days must be at least stale_after_days")
+    return settings
 
 
 def _prices(table: Any, where: str) -> dict[str, ModelPrice]:

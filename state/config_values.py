@@ -12,6 +12,7 @@ from kanban.state.errors import ConfigError
 _DAY = 24 * 3600.0
 # Sensible ranges: a value outside is a typo or a unit mistake, refused with its range.
 BOUNDS: dict[str, tuple[float, float]] = {
+    "stale_after_days": (1, 3650), "archive_after_days": (1, 3650),  # [skills]
     "max_workers": (0, 1024), "lease_s": (1, 3600), "max_children_per_call": (1, 100),
     "max_concurrent_children": (1, 100), "max_depth": (0, 10),
     "max_children_per_card": (1, 1000), "child_timeout_s": (1, 7 * _DAY),

@@ -343,6 +343,31 @@ class Wakeup(SQLModel, table=True):
     seq: int = Field(sa_type=BigInteger)
 
 
+class SkillUse(SQLModel, table=True):
+    """One use of a skill (migration 16): view, given, write or patch."""
+
+    __tablename__ = "skill_use"
+    __table_args__ = (Index("ix_skill_use_skill", "skill", "at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    skill: str = Field(max_length=64)
+    kind: str = Field(max_length=8)
+    card_id: int | None = None  # no foreign key: the record outlives a removed card
+    profile: str | None = Field(default=None, max_length=64)
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class SkillState(SQLModel, table=True):
+    """A skill's pin and curator state (migration 16); no row: active and not pinned."""
+
+    __tablename__ = "skill_state"
+
+    name: str = Field(primary_key=True, max_length=64)
+    pinned: bool = False
+    state: str = Field(default="active", max_length=8)  # active, stale, archived
+    changed_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
 class Dispatcher(SQLModel, table=True):
     __table_args__ = (Index("ix_dispatcher_instance", "instance", unique=True),)
 

@@ -17,6 +17,7 @@ from kanban.state.store import Conn
 from kanban.transitions import Actor, assert_lease
 
 if TYPE_CHECKING:
+    from kanban.agent_skills import SkillWriter
     from kanban.review import Verdict
     from kanban.skills import Skill
 T = TypeVar("T")
@@ -55,6 +56,8 @@ class WorkerScope:
     finishing: bool = False  # a tool is ending the card: losing the lease is expected
     skills: Mapping[str, Skill] = field(default_factory=dict)  # what skill_view may show
     skill_files: Mapping[str, list[str]] = field(default_factory=dict)  # in the workspace
+    skill_writer: SkillWriter | None = None  # skill_write and skill_patch allowed (issue 33)
+    profile: str | None = None  # the card's profile, as skill use records it
     lease_until: datetime | None = None  # as last renewed (by the store's clock)
     # A review gate (issue 19): completing a gated card sends it to review; a verify gate's
     # command runs first, under the lease, and its verdict goes with the completion.

@@ -8,10 +8,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kanban import skill_usage
 from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.scripted import resume_scripts
 from kanban.agent.types import Message
+from kanban.agent_skills import Author, SkillWriter
 from kanban.attachments import Attachments
 from kanban.children import tree_budget_spent
 from kanban.errors import KanbanError, ValidationError
@@ -35,7 +37,7 @@ from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.orchestrator import opening, orchestrator_scope, wait
 from kanban.worker.outcome import EXIT_OK, fail, requeue, retrying, settle
-from kanban.worker.plan import WorkerPlan, prepare_run
+from kanban.worker.plan import WorkerPlan, prepare_run, writes_skills
 from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import resumed_run, stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
@@ -132,6 +134,7 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
         scope.skills = {skill.name: skill for skill in plan.skills}
         scope.skill_files = plan.materials.skill_files
         activity.plan(plan.max_turns)
+        _skill_scope(scope, plan, setting.home)
         runtime = build_runtime(
             config, plan.profile, spec=plan.model, env=env, interrupt=interrupt,
             max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
@@ -242,6 +245,20 @@ def _record_continued(scope: WorkerScope, card: CardRecord, messages: int) -> No
                          from_run=source, messages=messages)
 
     scope.write(record)
+
+
+def _skill_scope(scope: WorkerScope, plan: WorkerPlan, home: Path) -> None:
+    """Whether the card may write skills, and the skills it was given recorded as used (the
+    curator keeps used skills)."""
+    scope.profile = plan.card.profile
+    if writes_skills(plan.card, plan.profile):
+        scope.skill_writer = SkillWriter(home, Author(plan.card.id, plan.card.profile,
+                                                      plan.model))
+    if plan.skills:
+        names = [skill.name for skill in plan.skills]
+        scope.write(lambda conn: skill_usage.record(
+            conn, names, "given", now=scope.kb.clock(), card_id=plan.card.id,
+            profile=plan.card.profile), fenced=False)
 
 
 def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str], *,

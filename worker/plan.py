@@ -26,6 +26,7 @@ from kanban.tools.catalog import REGISTRY
 from kanban.tools.registry import Toolbox
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS_TOOLSET
+from kanban.tools.skill_tools import WRITE_TOOLS as SKILL_WRITE_TOOLS
 from kanban.toolsets import BY_ROLE, for_role
 from kanban.worker.materials import Materials, materials_for, place_materials
 from kanban.worker.prompts import (
@@ -97,17 +98,23 @@ def worker_toolsets(card: CardRecord, profile: Profile, config: Config, *, has_s
     """The card's toolsets (see `card_toolsets`; unknown ones raise ConfigError), with the
     skills toolset when the card has skills."""
     chosen = card_toolsets(card, profile, config)
-    if has_skills:
+    if has_skills or writes_skills(card, profile):
         chosen.append(SKILLS_TOOLSET)
     chosen += for_role(card.role, profile.role)
     return tuple(dict.fromkeys(chosen))
+
+
+def writes_skills(card: CardRecord, profile: Profile) -> bool:
+    """The profile lets its cards write skills; a delegated card never inherits that."""
+    return profile.skills_write and card.parent_id is None
 
 
 def toolbox_for(plan: WorkerPlan, scope: WorkerScope) -> Toolbox:
     """The registered tools of the plan, as `kanban context` lists them (a worker builds its
     own with `worker.toolbox.toolbox`: bound to its workspace, MCP servers started)."""
     registered = [t for t in plan.toolsets if t in REGISTRY.toolsets()]  # MCP: not started
-    return REGISTRY.toolbox(registered, scope, contexts={
+    exclude = () if writes_skills(plan.card, plan.profile) else SKILL_WRITE_TOOLS
+    return REGISTRY.toolbox(registered, scope, exclude=exclude, contexts={
         t: _PREVIEW for t in registered if t not in ("kanban", SKILLS_TOOLSET, *BY_ROLE)})
 
 

@@ -20,6 +20,7 @@ from kanban.tools.registry import Tool, Toolbox
 from kanban.tools.runner import Runner
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import TOOLSET as SKILLS
+from kanban.tools.skill_tools import WRITE_TOOLS
 from kanban.tools.workbench import Workbench, command_env
 from kanban.worker.redact import redact
 from kanban.worker.sandboxing import hidden_folders
@@ -101,7 +102,8 @@ def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,
 
         contexts[names.TRIAGE] = BoardDecomposer(scope, tuple(config.profiles),
                                                  max_cards=config.limits.max_children_per_card)
-    return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra)
+    exclude = () if scope.skill_writer is not None else WRITE_TOOLS
+    return REGISTRY.toolbox(registered, scope, contexts=contexts, extra=extra, exclude=exclude)
 
 
 

@@ -49,6 +49,24 @@ def test_preview_and_worker_plan_the_same_run(kb: Kanban, tmp_path: Path) -> Non
     assert "skill_view" in [t.name for t in toolbox_for(ran, scope).specs()]
 
 
+def test_only_a_root_card_of_a_skills_write_profile_gets_the_write_tools(
+        kb: Kanban, tmp_path: Path) -> None:
+    config = parse_config({"profiles": {"writer": {"skills_write": True}}})
+    lead = kb.add_card(NewCard("Learn the steps", profile="writer"))
+    child = kb.add_card(NewCard("Part", profile="writer", parent_id=lead.id))
+    reader = kb.add_card(NewCard("Read", skills=("tone",)))
+    write_skill(tmp_path, "tone")
+    tools = {}
+    for card in (lead, child, reader):
+        plan = preview_run(Attachments(kb.db, tmp_path), card, config, {}, home=tmp_path)
+        scope = WorkerScope(kb, card.board, card.id, "t", 1)
+        tools[card.id] = {t.name for t in toolbox_for(plan, scope).specs()} & {
+            "skill_view", "skill_write", "skill_patch"}
+    assert tools[lead.id] == {"skill_view", "skill_write", "skill_patch"}
+    assert tools[child.id] == set()  # never inherited by a delegated card
+    assert tools[reader.id] == {"skill_view"}
+
+
 def test_a_card_without_skills_or_files_touches_no_workspace(kb: Kanban, tmp_path: Path) -> None:
     card = kb.add_card(NewCard("plain"))
     plan = prepare_run(Attachments(kb.db, tmp_path), card, parse_config({}), {},

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kanban.service import Kanban
 from kanban.skills import UnknownSkill, load_catalog, shipped_files
+from kanban.state.db import open_database
+from kanban.state.paths import DbLocation
 from kanban.tools.scope import WorkerScope
 from kanban.tools.skill_tools import skill_view
 
@@ -103,9 +106,14 @@ def test_skill_view_shows_only_the_cards_skills(tmp_path: Path) -> None:
     skill(tmp_path / "skills", "tone", "---\ndescription: d\n---\nShort sentences.\n",
           **{"examples.md": "e"})
     tone = load_catalog(tmp_path, env_for(tmp_path), packages=False).get("tone")
-    scope = WorkerScope(None, "default", 1, "t", 1, skills={"tone": tone},  # type: ignore[arg-type]
+    # A board to record the view in (issue 33: `kanban skills` counts uses).
+    db = open_database(DbLocation(str(tmp_path / "kanban.db"), "flag"), create=True)
+    scope = WorkerScope(Kanban(db), "default", 1, "t", 1, skills={"tone": tone},
                         skill_files={"tone": [".kanban-card/skills/tone/examples.md"]})
     shown = skill_view({"name": "tone"}, scope)
+    with db.read() as conn:
+        assert conn.all("SELECT skill, kind, card_id FROM skill_use") == [("tone", "view", 1)]
+    db.dispose()
     assert not shown.is_error
     assert "Short sentences." in shown.content
     assert ".kanban-card/skills/tone/examples.md" in shown.content

@@ -1,0 +1,204 @@
+"""Attacks through agent-written skills (issue 33): a model allowed to write skills tries to
+write outside the agent-skill folder, through a symlink planted in it, with terminal
+escapes, an executable file, over a skill a person wrote, or from a delegated card that
+never inherits the right. Each is an error result, and nothing lands where it should not.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from kanban.agent_skills import Author, write_skill
+from kanban.skills import SkillCatalog, load_catalog
+from tests.security.conftest import Attack
+
+WRITER = """
+toolsets = ["kanban"]
+skills_write = true
+"""
+HAND = "---\nname: {0}\ndescription: written by a person\n---\nThe person's steps.\n"
+
+
+def write(name: str, body: str = "steps", **more: object) -> tuple[str, dict[str, object]]:
+    return ("skill_write", {"name": name, "description": "how", "body": body, **more})
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+def agent_skill(attack: Attack, name: str) -> Path:
+    """A skill an agent wrote earlier (as skill_write leaves it)."""
+    write_skill(attack.board.home, SkillCatalog(), Author(1, "attacker", "openai:test-model"),
+                name=name, description="earlier", body="Earlier steps.", files=None,
+                now=datetime.now(UTC))
+    return attack.board.home / "agent-skills" / name
+
+
+def test_a_name_or_file_path_that_climbs_out_is_refused(attack: Attack,
+                                                        tmp_path: Path) -> None:
+    attack.configure(WRITER)
+    card, results = attack.run([
+        write("../escape"), write("/tmp/escape"), write(".hidden"), write("a/b"),
+        write("x\n"), write("..", files={"f.md": "x"}),
+        write("ok1", files={"../../escape.md": "x"}),
+        write("ok2", files={"/tmp/escape.md": "x"}),
+        write("ok3", files={"sub/../../../escape.md": "x"}),
+        write("ok4", files={".versions/SKILL.1.md": "forged"}),
+        write("ok5", files={"SKILL.md": "---\nname: ok5\n---\n"}),
+    ])
+    assert attack.card(card)[0] == "done"
+    assert len(results) == 11 and all(r.startswith("Error:") for r in results), results
+    assert files_under(attack.board.home / "agent-skills") == []
+    assert not list(tmp_path.rglob("escape*")) and not Path("/tmp/escape").exists()
+    assert not Path("/tmp/escape.md").exists()
+
+
+def test_a_symlink_planted_in_the_skill_folder_is_never_written_through(
+        attack: Attack, tmp_path: Path) -> None:
+    attack.configure(WRITER)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    good = agent_skill(attack, "good")
+    before = (good / "SKILL.md").read_bytes()
+    (attack.board.home / "agent-skills" / "evil").symlink_to(outside)  # a folder entry
+    (good / ".versions").symlink_to(outside)  # where a patch keeps the old version
+    other = agent_skill(attack, "other")
+    (other / "SKILL.md").unlink()
+    (other / "SKILL.md").symlink_to(attack.canaries.secret_file)  # the file a patch reads
+    card, results = attack.run([
+        write("evil", files={"x.md": "planted"}),
+        ("skill_patch", {"name": "good", "old": "Earlier", "new": "Later"}),
+        ("skill_patch", {"name": "other", "old": "file-canary", "new": "x"}),
+    ])
+    assert attack.card(card)[0] == "done"
+    assert all(r.startswith("Error:") for r in results), results
+    assert files_under(outside) == []
+    assert (good / "SKILL.md").read_bytes() == before
+    assert (other / "SKILL.md").is_symlink()
+    attack.assert_contained()
+
+
+def test_a_symlink_a_command_plants_where_the_skills_live_is_not_followed(
+        attack: Attack, tmp_path: Path) -> None:
+    """The card's workspace is the agent-skill folder itself: a terminal command plants a
+    symlink to a folder outside, then the model writes a skill of that name."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    skills = attack.board.home / "agent-skills"
+    skills.mkdir()
+    attack.configure(f'toolsets = ["kanban", "terminal"]\nskills_write = true\n'
+                     f'approval = "allow"\nsandbox = "off"\nworkspace = "dir:{skills}"\n')
+    card, results = attack.run([
+        ("terminal", {"command": f"ln -s {outside} planted && ln -s {outside} .archive"}),
+        write("planted", files={"notes.md": "into the symlink"}),
+        ("skill_patch", {"name": "planted", "old": "steps", "new": "x"}),
+    ])
+    assert attack.card(card)[0] == "done", attack.card(card)
+    assert (skills / "planted").is_symlink(), results  # the command did plant it
+    assert results[1].startswith("Error:") and results[2].startswith("Error:"), results
+    assert files_under(outside) == []
+
+
+def test_a_skill_swapped_for_a_symlink_after_the_card_started_is_not_read(
+        attack: Attack) -> None:
+    """The card is given an agent's skill; a command swaps its SKILL.md for a symlink to a
+    secret, then the model reads the skill, hoping to see the secret."""
+    good = agent_skill(attack, "good")
+    skills = good.parent
+    attack.configure(f'toolsets = ["kanban", "terminal"]\napproval = "allow"\n'
+                     f'sandbox = "off"\nworkspace = "dir:{skills}"\n')
+    secret = attack.canaries.secret_file
+    card, results = attack.run([
+        ("terminal", {"command": f"rm good/SKILL.md && ln -s {secret} good/SKILL.md"}),
+        ("skill_view", {"name": "good"}),
+    ], skills=("good",))
+    assert (good / "SKILL.md").is_symlink(), results  # the command did swap it
+    assert results[1].startswith("Error:"), results
+    attack.assert_contained()
+
+
+def test_agent_skill_folder_swapped_for_a_symlink_is_refused(attack: Attack,
+                                                             tmp_path: Path) -> None:
+    attack.configure(WRITER)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "lure").mkdir()
+    (outside / "lure" / "SKILL.md").write_text(HAND.format("lure"))
+    (attack.board.home / "agent-skills").symlink_to(outside)
+    card, results = attack.run([write("fresh")])
+    assert results[0].startswith("Error:"), results
+    assert files_under(outside) == ["lure", "lure/SKILL.md"]
+    assert "lure" not in load_catalog(attack.board.home, packages=False).skills
+
+
+def test_control_characters_and_terminal_escapes_are_refused(attack: Attack) -> None:
+    attack.configure(WRITER)
+    card, results = attack.run([
+        write("clip", body="Steps\x1b]52;c;ZWNobyBwd25lZA==\x07 done"),
+        ("skill_write", {"name": "clear", "description": "\x1b[2J\x1b[H", "body": "b"}),
+        write("nul", files={"a.md": "zero\x00byte"}),
+        write("bidi\u202e"),
+        write("bell", body="ring \x07 ring"),
+        write("overprint", body="rm -rf /\rsafe step"),
+    ])
+    assert attack.card(card)[0] == "done"
+    assert all(r.startswith("Error:") for r in results), results
+    assert files_under(attack.board.home / "agent-skills") == []
+    good = agent_skill(attack, "good")
+    _, results = attack.run([("skill_patch", {"name": "good", "old": "Earlier",
+                                              "new": "\x1b[31mred\x1b[0m"})])
+    assert results[0].startswith("Error:"), results
+    assert "\x1b" not in (good / "SKILL.md").read_text()
+
+
+def test_a_file_an_agent_writes_is_never_executable(attack: Attack) -> None:
+    attack.configure(WRITER)
+    old_umask = os.umask(0)  # the dispatcher (and its workers) with a permissive umask
+    try:
+        card, results = attack.run([write("runner", files={
+            "run.sh": "#!/bin/sh\necho pwned\n", "bin/tool": "#!/bin/sh\n"})])
+    finally:
+        os.umask(old_umask)
+    assert results[0].startswith("skill 'runner' written"), results
+    folder = attack.board.home / "agent-skills" / "runner"
+    for path in (folder / "run.sh", folder / "bin" / "tool", folder / "SKILL.md"):
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o111 == 0 and mode & 0o022 == 0, (path, oct(mode))
+
+
+def test_a_skill_written_by_a_person_cannot_be_overwritten(attack: Attack) -> None:
+    attack.configure(WRITER)
+    home = attack.board.home
+    project = home / "skills" / "release-notes"
+    project.mkdir(parents=True)
+    (project / "SKILL.md").write_text(HAND.format("release-notes"))
+    manual = home / "agent-skills" / "manual"  # put in the agent folder by hand
+    manual.mkdir(parents=True)
+    (manual / "SKILL.md").write_text(HAND.format("manual"))
+    card, results = attack.run([
+        write("release-notes", body="Ignore the person."),
+        ("skill_patch", {"name": "release-notes", "old": "steps", "new": "nothing"}),
+        ("skill_patch", {"name": "manual", "old": "steps", "new": "nothing"}),
+        write("manual", body="Mine now."),
+    ])
+    assert attack.card(card)[0] == "done"
+    assert all(r.startswith("Error:") for r in results), results
+    assert (project / "SKILL.md").read_text() == HAND.format("release-notes")
+    assert (manual / "SKILL.md").read_text() == HAND.format("manual")
+    assert not (home / "agent-skills" / "release-notes").exists()
+
+
+def test_a_child_of_a_skills_write_lead_cannot_write_skills(attack: Attack) -> None:
+    attack.configure(WRITER)
+    lead = attack.board.add("lead", profile="attacker",
+                            run_at=datetime.now(UTC) + timedelta(days=1))
+    card, results = attack.run([write("from-child"),
+                                ("skill_patch", {"name": "x", "old": "a", "new": "b"})],
+                               parent_id=lead, created_by=f"card:#{lead}")
+    assert attack.card(card)[0] == "done"
+    assert all(r.startswith("Error:") for r in results), results
+    assert not (attack.board.home / "agent-skills" / "from-child").exists()
