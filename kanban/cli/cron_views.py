@@ -16,11 +16,11 @@ from kanban.cli.views import STATUS_STYLE
 from kanban.cron.schedule import describe, describe_seconds
 
 if TYPE_CHECKING:  # the courier imports the command runner: `cron list` needs none of it
-    from kanban.cron.courier import Attempt
     from kanban.cron.firing import FireResult
     from kanban.cron.jobs import CronJobRecord
     from kanban.cron.ledger import DeliveryRecord, FireRecord
     from kanban.cron.manage import CronJobDetail, UpcomingFire
+    from kanban.delivery.courier import Attempt
 
 _DELIVERY_STYLE = {"delivered": "green", "failed": "red", "pending": "yellow",
                    "sending": "yellow", "waiting": "dim"}

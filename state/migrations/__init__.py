@@ -73,6 +73,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "ready_due", sql_file("0013_ready_due")),
     Migration(14, "quiet_tick", sql_file("0014_quiet_tick")),
     Migration(15, "wakeups", sql_file("0015_wakeups")),
+    Migration(16, "notifications", sql_file("0016_notifications")),
 )
 LATEST = MIGRATIONS[-1].id
 
