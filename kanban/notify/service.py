@@ -38,6 +38,13 @@ class Notifications:
             return manage.add(conn, self.board, spec, config=self.config, env=self.env,
                               actor=actor, now=self.clock())
 
+    def check_target(self, text: str) -> None:
+        """Refuse a target now, before anything it would be added for is stored."""
+        from kanban.delivery.checks import check_target
+
+        with self.db.read() as conn:
+            check_target(conn, parse_target(text), self.config, self.env)
+
     def listing(self) -> list[tuple[Subscription, Backlog]]:
         with self.db.read() as conn:
             return manage.listing(conn, self.board)
