@@ -338,7 +338,7 @@ class NotifyOutbox(SQLModel, table=True):
     __table_args__ = (
         Index("ix_notify_outbox_due", "next_attempt_at",
               **_where("status IN ('pending', 'sending')")),
-        Index("ix_notify_outbox_target", "target", "status"),
+        Index("ix_notify_outbox_board", "board", "status"),  # listings, failing targets
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kanban.children import TreeTotals
     from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
+    from kanban.notify.manage import FailingTarget
     from kanban.queries import LiveWorker
     from kanban.readmodels import ChildNode, Transcript
     from kanban.service import Kanban
@@ -50,6 +51,7 @@ class Status:
     sandbox: dict[int, str] = field(default_factory=dict)  # by live dispatcher: bwrap or why not
     journal: str | None = None  # SQLite without WAL: what that costs (None: all is well)
     config_error: str | None = None  # why the config cannot be used (as `dispatch` says it)
+    failing_notifications: list[FailingTarget] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,12 +65,14 @@ class Status:
             "next_fires": [f.to_json() for f in self.next_fires],
             "sandbox": {str(k): v for k, v in self.sandbox.items()},
             "journal_warning": self.journal,
+            "failing_notifications": [f.to_json() for f in self.failing_notifications],
         }
 
 
 def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
     from kanban import __version__
     from kanban.control import live_dispatchers, pause_state, sandbox_notes
+    from kanban.notify.manage import failing_targets
     from kanban.queries import live_workers, status_counts
 
     boards = kanban.boards()
@@ -90,6 +94,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             sandbox=sandbox_notes(conn, [d.id for d in dispatchers]),
             journal=kanban.db.journal_warning(),
             config_error=config_error,
+            failing_notifications=failing_targets(conn, board),
         )
 
 

@@ -43,4 +43,4 @@ CREATE INDEX ix_notify_outbox_card_id ON notify_outbox (card_id);
 
 CREATE INDEX ix_notify_outbox_due ON notify_outbox (next_attempt_at) WHERE status IN ('pending', 'sending');
 
-CREATE INDEX ix_notify_outbox_target ON notify_outbox (target, status);
+CREATE INDEX ix_notify_outbox_board ON notify_outbox (board, status);
