@@ -15,6 +15,7 @@ the rows of the others.
 
 from __future__ import annotations
 
+import functools
 import random
 import sys
 import threading
@@ -221,7 +222,7 @@ class Courier:
                     continue
                 self._busy.add(target)
             self._pool.submit(self._lane, items).add_done_callback(
-                lambda done, target=target: self._lane_done(target, done))
+                functools.partial(self._lane_done, target))
 
     def _lane_done(self, target: str, done: Future[list[Attempt]]) -> None:
         with self._lock:
