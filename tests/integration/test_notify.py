@@ -13,6 +13,7 @@ import pytest
 
 from kanban import approvals
 from kanban.cards import NewCard
+from kanban.cli.plain import notification_lines
 from kanban.delivery.courier import Courier
 from kanban.delivery.rows import DeliveryStatus
 from kanban.delivery.senders import Context
@@ -20,6 +21,7 @@ from kanban.errors import CardNotFound, ValidationError
 from kanban.notify.manage import SubscriptionSpec
 from kanban.notify.queue import NotifyQueue
 from kanban.notify.service import Notifications
+from kanban.queries import board_snapshot
 from kanban.service import Kanban
 from kanban.state.config import Config, Delivery
 from kanban.state.errors import ConfigError
@@ -169,6 +171,11 @@ def test_a_target_that_keeps_failing_is_listed_kept_and_redelivered(
     [failing] = notes(db, clock, tmp_path).failing()
     assert failing.target == f"webhook:{hook.url}" and failing.failed == 1
     assert failing.last_error is not None and "503" in failing.last_error
+    with db.read() as conn:  # the board's header names it
+        assert board_snapshot(conn, "default", now=clock()).failing == {
+            f"webhook:{hook.url}": 1}
+    [line, why] = notification_lines([failing])
+    assert f"webhook:{hook.url}" in line and "1 failed" in line and "503" in why
     hook.default = 200
     assert notes(db, clock, tmp_path).redeliver() == 1
     [again] = sender.deliver_due()
