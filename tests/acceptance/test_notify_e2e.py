@@ -196,3 +196,28 @@ def test_notify_cli_adds_lists_tests_and_removes(
     bad = kanban(board.path, "notify", "add", "--on", "finished", "--deliver", f"file:{got}",
                  env=dispatch_env, check=False)
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_the_board_page_names_a_failing_target_escaped(
+        board: BoardFiles, dispatch_env: dict[str, str], tmp_path: Path) -> None:
+    from tests.support.web import start_web
+
+    configure(board, max_attempts=1)
+    target = "webhook:http://127.0.0.1:9/<b>hook</b>"
+    kanban(board.path, "notify", "add", "--on", "done", "--deliver", target, env=dispatch_env)
+    card = board.add("finished")
+    board.kb.complete(card, "r")
+    kanban(board.path, "notify", "deliver", env=dispatch_env)  # port 9: refused
+    assert outbox(board.path) == [(card, "done", "failed")]
+    env = {k: v for k, v in dispatch_env.items() if not k.startswith("KANBAN_")}
+    server = start_web(board.path, env={**env, "HOME": str(tmp_path)})
+    try:
+        client = server.client()
+        try:
+            page = client.get("/").text
+        finally:
+            client.close()
+    finally:
+        server.stop()
+    assert 'id="notify-failing"' in page
+    assert "http://127.0.0.1:9/&lt;b&gt;hook&lt;/b&gt; (1)" in page and "<b>hook" not in page
