@@ -252,3 +252,29 @@ def test_adding_checks_scope_events_and_target(
     with pytest.raises(ConfigError, match="webhooks are signed"):
         unsigned.add(SubscriptionSpec(("done",), "board", "", "webhook:http://127.0.0.1:9/"))
     assert service.listing() == []
+
+
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_beside_a_dispatcher_a_hung_webhook_holds_only_its_own_lane(
+        db: Database, kb: Kanban, clock: FakeClock, tmp_path: Path) -> None:
+    log = tmp_path / "n.log"
+    settings = Delivery(webhook_secret=SECRET, poll_s=0.02, webhook_timeout_s=30.0)
+    with WebhookReceiver(secret=SECRET, hold=True, hold_timeout=30) as slow:
+        subscribe(db, clock, tmp_path, f"webhook:{slow.url}", events=("done",))
+        subscribe(db, clock, tmp_path, f"file:{log}", events=("done",))
+        thread = Courier(db, Context(settings, SECRET, tmp_path, dict(os.environ)),
+                         [NotifyQueue()], clock=clock).start()
+        try:
+            kb.complete(kb.add_card(NewCard(title="first")).id, "one")
+            slow.wait_for(1, timeout=10)  # its lane is stuck in that POST
+            kb.complete(kb.add_card(NewCard(title="second")).id, "two")
+            wait_until(lambda: log.exists() and log.read_text().count("## ") == 2, timeout=10,
+                       what="the file target's entries while the webhook hangs")
+            assert slow.holding and slow.requests == []
+            slow.release()
+            wait_until(lambda: [s for _, _, s in outbox(db)] == ["delivered"] * 4, timeout=10,
+                       what="the webhook's two events once it answers")
+        finally:
+            slow.release()
+            thread.stop()
+    assert len(slow.accepted) == 2
