@@ -10,7 +10,7 @@ import click
 
 from kanban.cli import output
 from kanban.cli.base import board_of, config_of, group, json_option, location_of, open_kanban
-from kanban.state.errors import UsageError
+from kanban.state.errors import KanbanError, UsageError
 
 if TYPE_CHECKING:
     from kanban.notify.service import Notifications
@@ -107,7 +107,7 @@ def test(ctx: click.Context, sub_id: int) -> None:
     """Send a test message to a subscription's target now, and say whether it arrived."""
     error = notifications(ctx).test(sub_id)
     if error is not None:
-        raise click.ClickException(f"notification {sub_id}: {output_safe(error)}")
+        raise KanbanError(f"notification {sub_id}: {output_safe(error)}")
     output.out(f"notification {sub_id}: test delivered")
 
 
