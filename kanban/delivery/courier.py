@@ -15,12 +15,12 @@ the rows of the others.
 
 from __future__ import annotations
 
-import functools
 import random
 import sys
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -107,7 +107,7 @@ class Courier:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._busy: set[str] = set()  # targets whose lane is sending (thread mode)
+        self._busy: dict[str, threading.Thread] = {}  # target → its lane (thread mode)
         self._lock = threading.Lock()
 
     # one pass
@@ -196,7 +196,6 @@ class Courier:
 
     # beside a dispatcher
     def start(self) -> Courier:
-        self._pool = ThreadPoolExecutor(self.lanes, "delivery")
         self._thread = threading.Thread(target=self._loop, name="delivery", daemon=True)
         self._thread.start()
         return self
@@ -211,32 +210,42 @@ class Courier:
             self._wake.wait(self.ctx.settings.poll_s)
 
     def _hand_out(self) -> None:
-        """Give each idle target's due rows to a lane; busy targets keep theirs."""
+        """Give each idle target's due rows to a lane of its own; busy targets keep theirs.
+        Lanes are daemon threads: a hung target never holds up the process's exit."""
         with self._lock:
+            if len(self._busy) >= self.lanes:
+                return
             busy = set(self._busy)
-        if len(busy) >= self.lanes:
-            return
         for target, items in self._lanes(self._due(BATCH, exclude=busy)).items():
             with self._lock:
                 if target in self._busy or len(self._busy) >= self.lanes:
                     continue
-                self._busy.add(target)
-            self._pool.submit(self._lane, items).add_done_callback(
-                functools.partial(self._lane_done, target))
+                self._busy[target] = lane = threading.Thread(
+                    target=self._run_lane, args=(target, items), name="delivery-lane",
+                    daemon=True)
+            lane.start()
 
-    def _lane_done(self, target: str, done: Future[list[Attempt]]) -> None:
-        with self._lock:
-            self._busy.discard(target)
-        if done.exception() is not None:
-            print(f"kanban dispatch: delivery to {target}: {done.exception()}",
-                  file=sys.stderr, flush=True)
-        elif done.result():
+    def _run_lane(self, target: str, items: list[Due]) -> None:
+        sent: list[Attempt] = []
+        try:
+            sent = self._lane(items)
+        except Exception as exc:  # a bad row or a locked database: the next pass retries
+            print(f"kanban dispatch: delivery to {target}: {exc}", file=sys.stderr, flush=True)
+        finally:
+            with self._lock:
+                self._busy.pop(target, None)
+        if sent:
             self._wake.set()  # it sent something: more may be due
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop after the attempts under way (an unfinished one is retried after a restart)."""
+        """Stop after the attempts under way, waiting up to `timeout` for them (one left
+        unfinished is retried once its lease runs out)."""
         self._stop.set()
         self._wake.set()
+        deadline = time.monotonic() + timeout
         if self._thread is not None:
             self._thread.join(timeout)
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            lanes = list(self._busy.values())
+        for lane in lanes:
+            lane.join(max(0.0, deadline - time.monotonic()))
