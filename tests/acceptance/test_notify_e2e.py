@@ -221,3 +221,26 @@ def test_the_board_page_names_a_failing_target_escaped(
         server.stop()
     assert 'id="notify-failing"' in page
     assert "http://127.0.0.1:9/&lt;b&gt;hook&lt;/b&gt; (1)" in page and "<b>hook" not in page
+
+
+def test_a_dispatcher_stops_promptly_while_a_webhook_hangs_and_the_event_is_kept(
+        board: BoardFiles, dispatch_env: dict[str, str], tmp_path: Path) -> None:
+    configure(board, webhook_timeout_s=WAIT_S)
+    with WebhookReceiver(secret=SECRET, hold=True, hold_timeout=WAIT_S) as slow:
+        kanban(board.path, "notify", "add", "--on", "done", "--deliver",
+               f"webhook:{slow.url}", env=dispatch_env)
+        log = tmp_path / "dispatch.log"
+        proc = start_dispatcher(board.path, env=dispatch_env, log=log)
+        try:
+            card = board.add("finished")
+            slow.wait_for(1, timeout=WAIT_S)  # the lane is stuck in that POST
+            began = time.monotonic()
+            assert stop(proc, timeout=WAIT_S) == 0, log.read_text()
+            assert time.monotonic() - began < WAIT_S / 2  # not held by the hung POST
+        finally:
+            slow.release()
+            if proc.poll() is None:
+                proc.kill()
+    # Kept: the attempt was never settled, so its lease runs out and the next courier
+    # sends it again (with the same delivery id).
+    assert outbox(board.path) == [(card, "done", "sending")]
