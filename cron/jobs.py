@@ -16,7 +16,7 @@ from typing import Any
 from kanban import validation as v
 from kanban.cron.kinds import CatchUp, JobKind, Overlap
 from kanban.cron.schedule import Schedule, next_fire_after, parse_schedule
-from kanban.cron.targets import Target, parse_target, parse_targets
+from kanban.delivery.targets import Target, parse_target, parse_targets
 from kanban.errors import KanbanError, ValidationError
 
 CREATOR_PREFIX = "cron:"

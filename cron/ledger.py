@@ -8,24 +8,20 @@ one process holds it (a lease, so a crashed sender's row is picked up again), th
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
+from datetime import datetime
 from typing import Any
 
 from kanban.cron.jobs import iso
+from kanban.delivery import rows
+from kanban.delivery.rows import DeliveryStatus
 from kanban.state.rows import as_time, with_times
 from kanban.state.store import Conn
 
+TABLE = "cron_delivery"
 FINISHED = ("done", "failed", "cancelled")
 _FINISHED_SQL = "('done', 'failed', 'cancelled')"
-
-
-class DeliveryStatus(StrEnum):
-    PENDING = "pending"
-    SENDING = "sending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -207,40 +203,36 @@ def latest_result(conn: Conn, job_id: int) -> tuple[int, str, datetime] | None:
 
 
 def due_deliveries(conn: Conn, now: datetime, *, limit: int) -> list[tuple[int, int]]:
-    """(id, attempts) of deliveries whose card is finished and whose attempt is due,
-    including those a crashed sender left `sending` past its lease."""
-    rows = conn.all(
-        "SELECT d.id, d.attempts FROM cron_delivery d JOIN card c ON c.id = d.card_id "
+    """(id, attempts) of the deliveries that are due (see `due_to_targets`)."""
+    return [(row_id, attempts) for row_id, attempts, _ in due_to_targets(conn, now, limit=limit)]
+
+
+def due_to_targets(conn: Conn, now: datetime, *, limit: int,
+                   exclude: Collection[str] = ()) -> list[tuple[int, int, str]]:
+    """(id, attempts, target) of deliveries whose card is finished and whose attempt is due,
+    including those a crashed sender left `sending` past its lease; none to `exclude`."""
+    marks = {f"x{n}": target for n, target in enumerate(exclude)}
+    skip = f"AND d.target NOT IN ({', '.join(':' + m for m in marks)}) " if marks else ""
+    rows_ = conn.all(
+        "SELECT d.id, d.attempts, d.target FROM cron_delivery d JOIN card c ON c.id = d.card_id "
         "WHERE d.status IN ('pending', 'sending') AND d.next_attempt_at <= :now "
-        "AND (d.status = 'pending' OR d.lease_expires_at < :now) "
+        f"AND (d.status = 'pending' OR d.lease_expires_at < :now) {skip}"
         f"AND c.status IN {_FINISHED_SQL} ORDER BY d.next_attempt_at, d.id LIMIT :limit",
-        {"now": now, "limit": limit})
-    return [(int(i), int(n)) for i, n in rows]
+        {"now": now, "limit": limit, **marks})
+    return [(int(i), int(n), str(t)) for i, n, t in rows_]
 
 
 def claim_delivery(conn: Conn, delivery_id: int, attempts: int, *, now: datetime,
                    lease_s: float) -> bool:
     """Take one due delivery for one attempt; False if another sender took it first."""
-    taken = conn.run(
-        "UPDATE cron_delivery SET status = 'sending', attempts = attempts + 1, "
-        "lease_expires_at = :lease, updated_at = :now WHERE id = :id AND attempts = :attempts "
-        "AND (status = 'pending' OR (status = 'sending' AND lease_expires_at < :now))",
-        {"id": delivery_id, "attempts": attempts, "now": now,
-         "lease": now + timedelta(seconds=lease_s)})
-    return taken == 1
+    return rows.claim(conn, TABLE, delivery_id, attempts, now=now, lease_s=lease_s)
 
 
 def settle_delivery(conn: Conn, delivery_id: int, attempt: int, *, status: DeliveryStatus,
                     error: str | None, next_attempt_at: datetime, now: datetime) -> bool:
     """Record how our attempt went, unless our lease ran out and another sender took over."""
-    changed = conn.run(
-        "UPDATE cron_delivery SET status = :status, last_error = :error, lease_expires_at = NULL, "
-        "next_attempt_at = :next, updated_at = :now, delivered_at = :delivered "
-        "WHERE id = :id AND attempts = :attempt AND status = 'sending'",
-        {"status": str(status), "error": error, "next": next_attempt_at, "now": now,
-         "delivered": now if status is DeliveryStatus.DELIVERED else None,
-         "id": delivery_id, "attempt": attempt})
-    return changed == 1
+    return rows.settle(conn, TABLE, delivery_id, attempt, status=status, error=error,
+                       next_attempt_at=next_attempt_at, now=now)
 
 
 def requeue_failed(conn: Conn, job: str, *, now: datetime) -> list[int]:

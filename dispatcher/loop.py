@@ -14,8 +14,8 @@ from pathlib import Path
 
 from kanban import claims, control, pg_statements, skill_curator, transitions
 from kanban.claims import ClaimFilter
-from kanban.cron.courier import Courier, courier_for
 from kanban.cron.firing import fire_due_jobs
+from kanban.delivery.courier import Courier
 from kanban.dispatcher import rescue
 from kanban.dispatcher.breaker import Breaker
 from kanban.dispatcher.environment import base_env, card_env
@@ -24,6 +24,7 @@ from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
 from kanban.dispatcher.logs import event
 from kanban.dispatcher.options import DispatchOptions
+from kanban.dispatcher.outbound import courier_for
 from kanban.dispatcher.spawn import (
     ForkServerSpawner,
     Spawner,

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from kanban.errors import CardNotFound, DependencyError
 from kanban.events import record_event, status_change
+from kanban.notify import outbox
 from kanban.state.store import Conn
 from kanban.states import CardStatus
 
@@ -224,6 +225,10 @@ def block_dependents(conn: Conn, card_id: int, how: str, now: datetime,
         record_event(conn, board=board, card_id=dependent, kind="dependency_blocked",
                      actor=actor, at=now, depends_on_id=card_id, reason=reason,
                      **status_change(CardStatus.TODO, CardStatus.BLOCKED))
+    if moved and outbox.subscribed(conn, moved[0][1]):  # (dependents share its board)
+        for dependent, board, _ in moved:
+            outbox.queue(conn, board, dependent, CardStatus.TODO, CardStatus.BLOCKED,
+                         actor=actor, now=now)
     return sorted(dependent for dependent, _, _ in moved)
 
 
@@ -262,6 +267,9 @@ def block_on(conn: Conn, card_id: int, dependency_id: int, how: str, now: dateti
         record_event(conn, board=board, card_id=card_id, kind="dependency_blocked",
                      actor=actor, at=now, depends_on_id=dependency_id, reason=reason,
                      **status_change(CardStatus.TODO, CardStatus.BLOCKED))
+        if outbox.subscribed(conn, board):
+            outbox.queue(conn, board, card_id, CardStatus.TODO, CardStatus.BLOCKED,
+                         actor=actor, now=now)
 
 
 def release_dependents(conn: Conn, card_id: int, now: datetime,

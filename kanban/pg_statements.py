@@ -135,6 +135,7 @@ WITH done AS (
         finished_at = :now, claim_token = NULL, lease_expires_at = NULL
     WHERE id = :card_id AND claim_token = :token AND status = 'running' AND review IS NULL
       AND parent_id IS NULL AND key IS NULL
+      AND NOT EXISTS (SELECT 1 FROM notify_subscription s WHERE s.board = card.board)
     RETURNING card.*
 ), closed AS (
     UPDATE run SET finished_at = :now, outcome = 'completed', error = NULL
@@ -164,8 +165,9 @@ def complete(db: Database, card_id: int, summary: str, *, claim_token: str, acto
              now: datetime, implicit: bool = False) -> CardRecord:
     """A worker finishes its card (fenced): done, run closed, event, dependents promoted.
     LeaseLost also when the card has a review gate, or may end a card's wait (it was
-    delegated, or a delegation may reuse it by key): `Kanban.complete` then takes the
-    general path, which tells these apart and resumes the waiting card."""
+    delegated, or a delegation may reuse it by key, or its board has notification
+    subscriptions): `Kanban.complete` then takes the general path, which tells these apart,
+    resumes the waiting card and queues the notifications."""
     v.text(summary, "summary", v.MAX_SUMMARY)
     data = json.dumps({"from": "running", "to": "done", "implicit": implicit}, sort_keys=True)
     with db.statement() as conn:

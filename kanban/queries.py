@@ -36,6 +36,7 @@ class BoardSnapshot:
     more: dict[str, str | None] = field(default_factory=dict)  # each column's next page
     approvals: dict[int, list[str]] = field(default_factory=dict)  # card id → pending commands
     shown: tuple[str, ...] = ()  # the columns asked for (none: every column)
+    failing: dict[str, int] = field(default_factory=dict)  # notification target → undelivered
 
     @property
     def statuses(self) -> tuple[str, ...]:
@@ -58,6 +59,7 @@ class BoardSnapshot:
             "pending_approvals": [{"card_id": card_id, "command": command}
                                   for card_id, commands in self.approvals.items()
                                   for command in commands],
+            "failing_notifications": self.failing,
         }
 
 
@@ -114,8 +116,17 @@ def board_snapshot_plan(board: str, *, now: datetime, per_column: int = 20,
             approvals.setdefault(item.card_id, []).append(item.command)
     pause = yield from pause_state_plan(board)
     dispatchers = yield from live_dispatchers_plan(now)
+    failing = yield Query(_FAILING_NOTIFICATIONS, {"board": board})
     return BoardSnapshot(board, counts, columns, pause, dispatchers, now, cursor, more,
-                         approvals, tuple(sorted({str(CardStatus(s)) for s in statuses})))
+                         approvals, tuple(sorted({str(CardStatus(s)) for s in statuses})),
+                         {str(target): int(n) for target, n in failing})
+
+
+# Targets whose notifications failed and are not delivered yet (the board header says so).
+_FAILING_NOTIFICATIONS = (
+    "SELECT target, count(*) FROM notify_outbox WHERE board = :board "
+    "AND status IN ('pending', 'sending', 'failed') AND last_error IS NOT NULL "
+    "GROUP BY target ORDER BY target")
 
 
 @dataclass(frozen=True)

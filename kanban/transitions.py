@@ -25,6 +25,7 @@ from kanban.dependencies import (
 )
 from kanban.errors import CardNotFound, InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
+from kanban.notify import outbox
 from kanban.records import CardRecord
 from kanban.state.store import Conn
 from kanban.states import ALLOWED, Action, CardStatus, Outcome, check
@@ -90,6 +91,8 @@ _DEPENDENT_IN = ("EXISTS (SELECT 1 FROM dependency d JOIN card x ON x.id = d.car
 _MOVED = (f"RETURNING board, {_DEPENDENT_IN.format('todo')}, {_DEPENDENT_IN.format('blocked')}, "
           "EXISTS (SELECT 1 FROM card w WHERE w.board = CAST(card.board AS TEXT) "
           "AND w.status = 'waiting')")
+# A move into a state subscribers hear of also asks whether its board has subscriptions.
+_MOVED_NOTIFIED = f"{_MOVED}, {outbox.SUBSCRIBED}"
 
 
 def move(
@@ -125,7 +128,9 @@ def move(
     sets = ", ".join(f"{k} = :set_{k}" for k in changes)
     if guard is not None:
         where = f"{where} AND {guard}"
-    row = conn.one(f"UPDATE card SET {sets} WHERE {where} {_MOVED}", params)
+    notified = to in outbox.NOTIFIED
+    row = conn.one(f"UPDATE card SET {sets} WHERE {where} "
+                   f"{_MOVED_NOTIFIED if notified else _MOVED}", params)
     if row is None:
         raise _lost(card_id)
     run_id = None
@@ -133,6 +138,8 @@ def move(
         run_id = _close_run(conn, card_id, outcome, now, error=data.get("error"))
     record_event(conn, board=row[0], card_id=card_id, run_id=run_id, kind=kind or action,
                  actor=actor.name, at=now, **status_change(frm, to, **data))
+    if notified and row[4]:  # written with the move, so no event is lost or sent early
+        outbox.queue(conn, row[0], card_id, frm, to, actor=actor.name, now=now)
     if to in SETTLED and row[3]:  # the last child to finish wakes the card waiting on it
         from kanban.waiting import wake_waiters  # it builds on this module
 

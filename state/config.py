@@ -151,7 +151,8 @@ class ModelPrice:
 
 @dataclass(frozen=True)
 class Delivery:
-    """How cron results reach their targets (`kanban cron add --deliver`)."""
+    """How cron results and notifications reach their targets (`kanban cron add --deliver`,
+    `kanban notify add --deliver`)."""
 
     webhook_secret: str | None = None  # signs webhook bodies; $KANBAN_WEBHOOK_SECRET wins
     webhook_timeout_s: float = 10.0

@@ -315,6 +315,50 @@ class CronDelivery(SQLModel, table=True):
     delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
+class NotifySubscription(SQLModel, table=True):
+    """`kanban notify add`: which cards' events go to which target (migration 17)."""
+
+    __tablename__ = "notify_subscription"
+    __table_args__ = (Index("ix_notify_subscription_board", "board"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    board: str = Field(max_length=64)
+    scope: str = Field(max_length=16)  # card, tree, board, profile
+    scope_value: str  # a card id (card, tree), a profile name, or '' (board)
+    events: str  # comma-separated: done, failed, blocked, approval, review, cancelled
+    target: str
+    created_by: str = Field(max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class NotifyOutbox(SQLModel, table=True):
+    """One event on its way to one subscription's target, written with its transition."""
+
+    __tablename__ = "notify_outbox"
+    __table_args__ = (
+        Index("ix_notify_outbox_due", "next_attempt_at",
+              **_where("status IN ('pending', 'sending')")),
+        Index("ix_notify_outbox_board", "board", "status"),  # listings, failing targets
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    subscription_id: int  # kept after the subscription is removed: nothing queued is lost
+    board: str = Field(max_length=64)
+    card_id: int = Field(foreign_key="card.id", index=True)
+    event: str = Field(max_length=16)
+    target: str
+    payload: str  # JSON, built in the transition's transaction
+    status: str = Field(default="pending", max_length=16)  # pending, sending, delivered, failed
+    attempts: int = 0
+    last_error: str | None = None
+    next_attempt_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime,
+                                      nullable=False)
+    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
 class Attachment(SQLModel, table=True):
     """A file stored with a card; its bytes live content-addressed beside the database."""
 

@@ -99,6 +99,9 @@ COMMANDS: dict[str, Entry] = {
                    "tokens, cost."),
     "cron": Entry("kanban.cli.cron:cron_app",
                   "Cron jobs: put a card on a board on a schedule (a dispatcher fires them)."),
+    "notify": Entry("kanban.cli.notify:notify_app",
+                    "Notifications: a card's events sent to a file, a webhook, a command or a "
+                    "card."),
     "completion": Entry("kanban.cli.project:completion",
                         "Print the shell completion script for bash, zsh or fish."),
 }

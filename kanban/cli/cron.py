@@ -369,7 +369,7 @@ def tick(ctx: click.Context, as_json: bool) -> None:
     For a system cron or systemd timer instead of a running dispatcher (`kanban dispatch
     --once` runs the cards). With --board, only that board's jobs.
     """
-    from kanban.cron.courier import courier_for
+    from kanban.dispatcher.outbound import courier_for
 
     cron = _jobs(ctx, checked=True)  # config.toml's profiles for its cards
     fired = cron.fire_due(board=board_filter(ctx))

@@ -16,11 +16,11 @@ from kanban.cli.views import STATUS_STYLE
 from kanban.cron.schedule import describe, describe_seconds
 
 if TYPE_CHECKING:  # the courier imports the command runner: `cron list` needs none of it
-    from kanban.cron.courier import Attempt
     from kanban.cron.firing import FireResult
     from kanban.cron.jobs import CronJobRecord
     from kanban.cron.ledger import DeliveryRecord, FireRecord
     from kanban.cron.manage import CronJobDetail, UpcomingFire
+    from kanban.delivery.courier import Attempt
 
 _DELIVERY_STYLE = {"delivered": "green", "failed": "red", "pending": "yellow",
                    "sending": "yellow", "waiting": "dim"}
@@ -158,7 +158,8 @@ def deliveries_table(deliveries: Sequence[DeliveryRecord], title: str) -> Table:
 def tick_view(fired: Sequence[FireResult], attempts: Sequence[Attempt]) -> RenderableType:
     lines = [Text(f"{r.job}: {r.outcome}" + (f" #{r.card_id}" if r.card_id else "")
                   + (f" ({r.reason})" if r.reason else "")) for r in fired]
-    lines += [Text(f"{a.job}: delivery {a.delivery_id} to {a.target}: {a.status}"
+    lines += [Text(f"{a.job if a.source == 'cron' else 'notification ' + a.label[1]}: "
+                   f"delivery {a.delivery_id} to {a.target}: {a.status}"
                    + (f" ({a.error})" if a.error else "")) for a in attempts]
     return Group(*lines) if lines else Text("nothing was due", "dim")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -72,6 +72,10 @@ if TYPE_CHECKING:
 @click.option("--swarm", "as_swarm", is_flag=True,
               help="Run the goal as a swarm instead (see `kanban swarm`): workers, a verifier "
                    "and a synthesizer, followed live until the answer.")
+@click.option("--notify", "notify_target", metavar="TARGET",
+              help="Send the events of the lead and every card below it (done, failed, "
+                   "blocked, approval, review) to TARGET: file:PATH, webhook:URL, cmd:COMMAND "
+                   "or board:CARD (see `kanban notify add`).")
 @workers_option
 @parts_option
 @verifier_option
@@ -80,8 +84,8 @@ if TYPE_CHECKING:
 def run(ctx: click.Context, goal: str | None, model: str | None, context: str,
         max_children: int | None, max_concurrent: int | None, child_timeout: float | None,
         as_json: bool, quiet: bool, detach: bool, attach_id: int | None,
-        resume_id: int | None, as_swarm: bool, workers: int | None,
-        parts: tuple[str, ...], verifier: str, synthesizer: str) -> None:
+        resume_id: int | None, as_swarm: bool, notify_target: str | None,
+        workers: int | None, parts: tuple[str, ...], verifier: str, synthesizer: str) -> None:
     """Give a goal to a lead agent: it delegates subtasks as cards, waits, answers.
 
     GOAL is what you want done, in plain words; `-` reads it from stdin. Uses a running
@@ -94,25 +98,29 @@ def run(ctx: click.Context, goal: str | None, model: str | None, context: str,
     """
     with guarded():
         _run(ctx, goal, model, context, max_children, max_concurrent, child_timeout, as_json,
-             quiet, detach, attach_id, resume_id, as_swarm, workers, parts, verifier,
-             synthesizer)
+             quiet, detach, attach_id, resume_id, as_swarm, notify_target, workers, parts,
+             verifier, synthesizer)
 
 
 def _run(ctx: click.Context, goal: str | None, model: str | None, context: str,
          max_children: int | None, max_concurrent: int | None, child_timeout: float | None,
          as_json: bool, quiet: bool, detach: bool, attach_id: int | None,
-         resume_id: int | None, as_swarm: bool, workers: int | None,
-         parts: tuple[str, ...], verifier: str, synthesizer: str) -> None:
+         resume_id: int | None, as_swarm: bool, notify_target: str | None,
+         workers: int | None, parts: tuple[str, ...], verifier: str,
+         synthesizer: str) -> None:
     _check_one_mode(goal, attach_id, resume_id)
     if attach_id is not None or resume_id is not None:
-        if detach or as_swarm:
-            raise click.UsageError("--detach and --swarm need a GOAL")
+        if detach or as_swarm or notify_target:
+            raise click.UsageError("--detach, --swarm and --notify need a GOAL")
         _follow(ctx, attach_id or resume_id or 0, start=resume_id is not None,
                 as_json=as_json, quiet=quiet)
         return
     assert goal is not None
     goal = _read_goal(goal)
     if as_swarm:
+        if notify_target:
+            raise click.UsageError("--notify is for a lead; subscribe a swarm's cards with "
+                                   "`kanban notify add --tree ID`")
         made = create_swarm(ctx, goal, workers=workers, parts=parts, verifier=verifier,
                             synthesizer=synthesizer)
         follow_live(ctx, made, as_json=as_json, quiet=quiet)
@@ -123,11 +131,28 @@ def _run(ctx: click.Context, goal: str | None, model: str | None, context: str,
     config = with_limits(config_of(ctx), max_children_per_call=max_children,
                          max_concurrent_children=max_concurrent, child_timeout_s=child_timeout)
     spec = _usable_model(config, model)
-    lead = _Lead(goal, context, board, spec)
+    lead = _Lead(goal, context, board, spec, _notifier(ctx, notify_target))
     if detach:
         _detach(kb, lead, quiet=quiet)
         return
     _lead_here(kb, location, config, lead, as_json=as_json, quiet=quiet)
+
+
+def _notifier(ctx: click.Context, target: str | None) -> Callable[[int], None] | None:
+    """--notify: the target checked now; subscribes the lead's tree once the card exists."""
+    if target is None:
+        return None
+    from kanban.cli.notify import notifications
+    from kanban.notify.manage import SubscriptionSpec
+
+    notes = notifications(ctx)
+    notes.check_target(target)
+
+    def subscribe(card_id: int) -> None:
+        notes.add(SubscriptionSpec(("done", "failed", "blocked", "approval", "review"), "tree",
+                                   str(card_id), target), actor="kanban run")
+
+    return subscribe
 
 
 def _check_one_mode(goal: str | None, attach_id: int | None, resume_id: int | None) -> None:
@@ -164,6 +189,7 @@ class _Lead:
     context: str
     board: str
     model: str
+    subscribe: Callable[[int], None] | None = None  # --notify
 
 
 def _detach(kb: Kanban, lead: _Lead, *, quiet: bool) -> None:
@@ -172,6 +198,8 @@ def _detach(kb: Kanban, lead: _Lead, *, quiet: bool) -> None:
 
     card_id = add_lead(kb, goal=lead.goal, context=lead.context, board=lead.board,
                        model=lead.model)
+    if lead.subscribe is not None:
+        lead.subscribe(card_id)
     output.out(str(card_id))
     if not quiet:
         output.note(f"lead #{card_id} added to board {lead.board!r}; follow it with "
@@ -193,6 +221,8 @@ def _lead_here(kb: Kanban, location: DbLocation, config: Config, lead: _Lead, *,
         with critical():  # the claim is remembered before an interrupt is raised
             claim = start_lead(kb, goal=lead.goal, context=lead.context, board=lead.board,
                                model=lead.model, lease_s=config.limits.lease_s)
+        if lead.subscribe is not None:  # the lead is ours (claimed): nothing of it has ended
+            lead.subscribe(claim.card_id)
         if chatty:
             output.note(f"lead #{claim.card_id} on board {lead.board!r} with {lead.model}")
         with (dispatcher_for(kb, location, lead.board) as service,

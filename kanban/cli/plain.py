@@ -16,6 +16,7 @@ from kanban.activity import money
 from kanban.cli.output import one_line, paint, plural, when
 from kanban.state.sandbox_paths import reach_lines
 from kanban.state.timeutil import utcnow
+from kanban.textsafety import visible
 from kanban.when import age, until
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from kanban.cli.reads import Status
     from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
+    from kanban.notify.manage import FailingTarget
     from kanban.queries import LiveWorker
     from kanban.readmodels import ChildNode, Transcript
     from kanban.records import CardDetail, CardRecord, EventRecord, MessageRecord, RunRecord
@@ -315,6 +317,21 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     lines.append(f"live workers: {len(s.workers)}")
     lines += [f"  {line}" for line in worker_lines(s.workers, now)]
     lines += cron_lines(s.next_fires, now)
+    lines += notification_lines(s.failing_notifications)
+    return lines
+
+
+def notification_lines(failing: list[FailingTarget]) -> list[str]:
+    """Targets whose notifications keep failing: kept and retried, never dropped."""
+    lines = []
+    for f in failing:
+        held = ", ".join(part for part in (f"{f.retrying} retrying" if f.retrying else "",
+                                           f"{f.failed} failed (`kanban notify redeliver`)"
+                                           if f.failed else "") if part)
+        lines.append(paint(f"notifications to {visible(f.target, one_line=True)} on "
+                           f"{f.board} failing: {held}", "bold red"))
+        if f.last_error:
+            lines.append(f"  last error: {visible(f.last_error, one_line=True)}")
     return lines
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kanban.children import TreeTotals
     from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
+    from kanban.notify.manage import FailingTarget
     from kanban.queries import LiveWorker
     from kanban.readmodels import ChildNode, Transcript
     from kanban.service import Kanban
@@ -51,6 +52,7 @@ class Status:
     journal: str | None = None  # SQLite without WAL: what that costs (None: all is well)
     config_error: str | None = None  # why the config cannot be used (as `dispatch` says it)
     reach: dict[str, Any] = field(default_factory=dict)  # by profile that runs commands
+    failing_notifications: list[FailingTarget] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,12 +67,14 @@ class Status:
             "sandbox": {str(k): v for k, v in self.sandbox.items()},
             "journal_warning": self.journal,
             "reach": self.reach,
+            "failing_notifications": [f.to_json() for f in self.failing_notifications],
         }
 
 
 def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
     from kanban import __version__
     from kanban.control import live_dispatchers, pause_state, sandbox_notes
+    from kanban.notify.manage import failing_targets
     from kanban.queries import live_workers, status_counts
 
     boards = kanban.boards()
@@ -92,6 +96,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             sandbox=sandbox_notes(conn, [d.id for d in dispatchers]),
             journal=kanban.db.journal_warning(),
             config_error=config_error,
+            failing_notifications=failing_targets(conn, board),
         )
 
 

@@ -74,6 +74,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "quiet_tick", sql_file("0014_quiet_tick")),
     Migration(15, "wakeups", sql_file("0015_wakeups")),
     Migration(16, "skills", sql_file("0016_skills")),
+    Migration(17, "notifications", sql_file("0017_notifications")),
 )
 LATEST = MIGRATIONS[-1].id
 

@@ -18,8 +18,8 @@ from kanban.cron.courier import Courier
 from kanban.cron.firing import fire_job_now
 from kanban.cron.jobs import JobSpec
 from kanban.cron.ledger import DeliveryStatus
-from kanban.cron.senders import Context
 from kanban.cron.service import CronJobs
+from kanban.delivery.senders import Context
 from kanban.service import Kanban
 from kanban.state.config import Delivery
 from kanban.state.store import Database

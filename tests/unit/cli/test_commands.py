@@ -255,6 +255,7 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert status.pop("journal_warning") is None  # WAL on a local disk
     assert status.pop("config_error") is None
     assert status.pop("reach")["general"]["network"] is True  # per profile that runs commands
+    assert status.pop("failing_notifications") == []  # no notification target failing
     assert status == {"board": None, "counts": {
         "triage": 0, "scheduled": 0, "todo": 0, "ready": 1, "running": 0, "review": 0,
         "waiting": 0, "blocked": 0, "done": 1, "failed": 0, "cancelled": 0}, "total": 2,
@@ -286,7 +287,7 @@ def test_board_text_and_json(cli: Cli) -> None:
     cli.ok("complete", "2", "--summary", "x")
     snap = cli.json("board")
     assert set(snap) == {"board", "paused", "paused_globally", "dispatchers", "counts",
-                         "columns", "cursor", "pending_approvals"}
+                         "columns", "cursor", "pending_approvals", "failing_notifications"}
     assert snap["counts"]["ready"] == 1 and snap["counts"]["done"] == 1
     assert [c["id"] for c in snap["columns"]["ready"]] == [1]
     assert set(snap["columns"]["ready"][0]) == {

@@ -1,6 +1,8 @@
-"""Sending one finished card's result to one target: a file, a webhook, a command, a card.
+"""Sending one message to one target: a file, a webhook, a command (a card's comment is
+written by the courier, inside its transaction). Cron results and notifications both go out
+through here.
 
-Each sender returns None when the target took the result, or the one-line reason it did not.
+Each sender returns None when the target took the message, or the one-line reason it did not.
 None of them holds a database transaction while it waits on the outside world.
 """
 
@@ -13,13 +15,11 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kanban.cron.jobs import iso
-from kanban.cron.targets import Target, TargetKind
+from kanban.delivery.targets import Target, TargetKind
 from kanban.state.config import Delivery
 from kanban.tools.runner import CommandSpec, PlainRunner, Rlimits
 
@@ -31,36 +31,23 @@ _PASS_THROUGH = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "T
 
 
 @dataclass(frozen=True)
-class Result:
-    """What is delivered: a fire's card as it finished."""
+class Message:
+    """What is delivered, the same on every attempt (its `delivery_id` included)."""
 
-    delivery_id: int
-    job: str
+    delivery_id: str  # stable: a receiver drops a repeat by it
+    source: str  # cron or notify: the User-Agent says which
+    author: str  # who a `board:` comment is from
     board: str
     card_id: int
-    title: str
-    status: str  # done, failed or cancelled
-    text: str  # the card's result, or its error
-    fired_at: datetime
-    scheduled_at: datetime | None
-    finished_at: datetime | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"delivery_id": self.delivery_id, "job": self.job, "board": self.board,
-                "card_id": self.card_id, "title": self.title, "status": self.status,
-                "result": self.text if self.status == "done" else None,
-                "error": None if self.status == "done" else self.text,
-                "fired_at": iso(self.fired_at), "scheduled_at": iso(self.scheduled_at),
-                "finished_at": iso(self.finished_at)}
-
-    def heading(self) -> str:
-        at = self.finished_at or self.fired_at
-        return (f"{at:%Y-%m-%d %H:%M:%S} UTC · cron job {self.job} · card #{self.card_id} "
-                f"{self.status}")
+    heading: str  # one line: a file entry's and a comment's first line
+    text: str  # a file entry's and a comment's body
+    payload: Mapping[str, Any]  # the JSON a webhook receives
+    stdin: bytes  # what a `cmd:` target reads
+    env: Mapping[str, str] = field(default_factory=dict)  # and its variables
 
     def body(self) -> bytes:
         """The JSON a webhook receives (signed byte for byte)."""
-        return json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True).encode()
+        return json.dumps(self.payload, ensure_ascii=False, sort_keys=True).encode()
 
 
 @dataclass(frozen=True)
@@ -73,19 +60,19 @@ class Context:
     env: Mapping[str, str]
 
 
-def send(target: Target, result: Result, attempt: int, ctx: Context) -> str | None:
+def send(target: Target, message: Message, attempt: int, ctx: Context) -> str | None:
     if target.kind is TargetKind.FILE:
-        return to_file(Path(target.value), result)
+        return to_file(Path(target.value), message)
     if target.kind is TargetKind.WEBHOOK:
-        return to_webhook(target.value, result, attempt, ctx)
+        return to_webhook(target.value, message, attempt, ctx)
     if target.kind is TargetKind.CMD:
-        return to_command(target.value, result, attempt, ctx)
-    raise ValueError(f"{target} is delivered inside a transaction (see cron.courier)")
+        return to_command(target.value, message, attempt, ctx)
+    raise ValueError(f"{target} is delivered inside a transaction (see delivery.courier)")
 
 
-def to_file(path: Path, result: Result) -> str | None:
+def to_file(path: Path, message: Message) -> str | None:
     """Append a dated entry in one write (a file opened for appending)."""
-    entry = f"## {result.heading()}\n{result.text.rstrip()}\n\n".encode()
+    entry = f"## {message.heading}\n{message.text.rstrip()}\n\n".encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -110,15 +97,15 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
-def to_webhook(url: str, result: Result, attempt: int, ctx: Context) -> str | None:
+def to_webhook(url: str, message: Message, attempt: int, ctx: Context) -> str | None:
     if not ctx.secret:
         return "no webhook secret configured ([delivery] webhook_secret or "\
                "$KANBAN_WEBHOOK_SECRET)"
-    body = result.body()
+    body = message.body()
     request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": "kanban-cron",
+        "Content-Type": "application/json", "User-Agent": f"kanban-{message.source}",
         SIGNATURE_HEADER: signature(ctx.secret, body),
-        DELIVERY_HEADER: str(result.delivery_id), ATTEMPT_HEADER: str(attempt)})
+        DELIVERY_HEADER: message.delivery_id, ATTEMPT_HEADER: str(attempt)})
     try:
         with _OPENER.open(request, timeout=ctx.settings.webhook_timeout_s) as response:
             response.read(64 * 1024)
@@ -131,17 +118,17 @@ def to_webhook(url: str, result: Result, attempt: int, ctx: Context) -> str | No
         return f"cannot reach {url}: {reason}"[:_ERROR_CAP]
 
 
-def to_command(command: str, result: Result, attempt: int, ctx: Context) -> str | None:
-    """Run the command with the result on stdin; exit 0 means delivered."""
+def to_command(command: str, message: Message, attempt: int, ctx: Context) -> str | None:
+    """Run the command as typed by the person who chose it, the message on stdin and in
+    its environment (never in the command line); exit 0 means delivered."""
     env = {key: ctx.env[key] for key in _PASS_THROUGH if key in ctx.env}
-    env.update({"KANBAN_CRON_JOB": result.job, "KANBAN_CARD": str(result.card_id),
-                "KANBAN_BOARD": result.board, "KANBAN_STATUS": result.status,
-                "KANBAN_TITLE": result.title})
-    output = ctx.home / "logs" / f"delivery-{result.delivery_id}-{attempt}.log"
+    env.update({**message.env, "KANBAN_CARD": str(message.card_id),
+                "KANBAN_BOARD": message.board, "KANBAN_DELIVERY": message.delivery_id})
+    output = ctx.home / "logs" / f"delivery-{message.delivery_id}-{attempt}.log"
     timeout = ctx.settings.command_timeout_s
     ran = PlainRunner().run(CommandSpec.shell(
         command, cwd=ctx.home, env=env, timeout_s=timeout, output_path=output,
-        rlimits=Rlimits(cpu_s=int(timeout) + 1), stdin=result.text.encode()))
+        rlimits=Rlimits(cpu_s=int(timeout) + 1), stdin=message.stdin))
     if ran.error:
         return ran.error
     if ran.timed_out:
