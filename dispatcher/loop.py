@@ -114,7 +114,8 @@ class Dispatcher(FaultDuties, Stopping):
         event(f"dispatcher {self.id} started: pid {os.getpid()}, {self.max_workers} workers at "
               "most" + (f", board {self.opts.board}" if self.opts.board else ""),
               kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
-              instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board)
+              instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board,
+              journal=self.kb.db.journal_mode())
 
     def _new_spawner(self) -> Spawner:
         if not self.opts.warm:

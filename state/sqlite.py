@@ -155,9 +155,13 @@ class SQLiteDatabase(Database):
             raise
         return raw
 
-    def journal_warning(self) -> str | None:
+    def journal_mode(self) -> str | None:
         with self.read():
             pass  # a connection, so the journal in force is known
+        return self.journal.mode
+
+    def journal_warning(self) -> str | None:
+        self.journal_mode()
         return self.journal.warning
 
     def keep_journal(self) -> None:

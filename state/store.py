@@ -137,6 +137,10 @@ class Database:
         """Now, as this store records it: the process's clock (PostgreSQL: the server's)."""
         return utcnow()
 
+    def journal_mode(self) -> str | None:
+        """SQLite's journal in force ("wal" or "rollback"); None for other stores."""
+        return None
+
     def journal_warning(self) -> str | None:
         """One line when the store runs without what it normally relies on (SQLite: the
         rollback journal instead of WAL), else None."""

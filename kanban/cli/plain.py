@@ -288,7 +288,8 @@ def status_lines(s: Status, now: datetime | None = None) -> list[str]:
     if s.config_error is not None:
         config = paint(f"{s.config} (broken: see the error below)", "bold red")
     lines = [f"kanban {s.version}", f"database: {s.database} ({s.database_source})",
-             *([paint(s.journal, "yellow")] if s.journal else []),
+             *([paint(s.journal, "yellow")] if s.journal else
+               [f"journal: {s.journal_mode}"] if s.journal_mode else []),
              f"config: {config}", "",
              paint(f"board {s.board}" if s.board else "all boards", "bold")]
     width = max(len(name) for name in [*s.counts, "total"])

@@ -50,6 +50,7 @@ class Status:
     next_fires: list[UpcomingFire]
     sandbox: dict[int, str] = field(default_factory=dict)  # by live dispatcher: bwrap or why not
     journal: str | None = None  # SQLite without WAL: what that costs (None: all is well)
+    journal_mode: str | None = None  # SQLite: wal or rollback
     config_error: str | None = None  # why the config cannot be used (as `dispatch` says it)
     reach: dict[str, Any] = field(default_factory=dict)  # by profile that runs commands
     failing_notifications: list[FailingTarget] = field(default_factory=list)
@@ -65,7 +66,7 @@ class Status:
             "workers": len(self.workers),
             "next_fires": [f.to_json() for f in self.next_fires],
             "sandbox": {str(k): v for k, v in self.sandbox.items()},
-            "journal_warning": self.journal,
+            "journal": self.journal_mode, "journal_warning": self.journal,
             "reach": self.reach,
             "failing_notifications": [f.to_json() for f in self.failing_notifications],
         }
@@ -94,7 +95,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             workers=live_workers(conn, board=board),
             next_fires=_next_fires(kanban, board),
             sandbox=sandbox_notes(conn, [d.id for d in dispatchers]),
-            journal=kanban.db.journal_warning(),
+            journal=kanban.db.journal_warning(), journal_mode=kanban.db.journal_mode(),
             config_error=config_error,
             failing_notifications=failing_targets(conn, board),
         )

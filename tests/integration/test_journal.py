@@ -41,7 +41,7 @@ def test_a_rollback_board_stays_in_rollback_for_every_process(tmp_path: Path) ->
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
     status = json.loads(kanban(path, "status", "--json").stdout)
-    assert "rollback" in status["journal_warning"]
+    assert "rollback" in status["journal_warning"] and status["journal"] == "rollback"
     assert "journal: rollback" in kanban(path, "status").stdout
 
 
@@ -54,7 +54,9 @@ def test_a_new_board_on_a_local_disk_keeps_wal_and_says_nothing(tmp_path: Path) 
         assert db.journal_warning() is None and db.journal.mode == WAL  # type: ignore[attr-defined]
     finally:
         db.dispose()
-    assert json.loads(kanban(path, "status", "--json").stdout)["journal_warning"] is None
+    status = json.loads(kanban(path, "status", "--json").stdout)
+    assert status["journal_warning"] is None and status["journal"] == "wal"
+    assert "journal: wal" in kanban(path, "status").stdout
 
 
 def test_a_dispatcher_on_a_rollback_board_says_so_first_and_works(tmp_path: Path) -> None:

@@ -253,6 +253,7 @@ def test_pause_resume_and_status(cli: Cli) -> None:
     assert (status.pop("database_source"), status.pop("config_exists")) == ("flag", False)
     assert status.pop("sandbox") == {}  # said per live dispatcher
     assert status.pop("journal_warning") is None  # WAL on a local disk
+    assert status.pop("journal") == "wal"
     assert status.pop("config_error") is None
     assert status.pop("reach")["general"]["network"] is True  # per profile that runs commands
     assert status.pop("failing_notifications") == []  # no notification target failing
