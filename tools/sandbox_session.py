@@ -77,12 +77,13 @@ class SandboxSession:
             ours.close()
             self.dead = True
             return False
+        with self._send:
+            self._sock = ours
         ours.settimeout(START_TIMEOUT_S)
         try:
             hello = ours.recv(64)
         except OSError:
             hello = b""
-        self._sock = ours
         if hello != b"ready":
             self.close()
             return False
@@ -104,6 +105,9 @@ class SandboxSession:
         ready.set()
         self._proc.wait()
         self.dead = True
+        with self._send:  # nothing more is sent; a reader still waiting gets an error
+            if self._sock is not None:
+                self._sock.close()
 
     def run(self, spec: CommandSpec, argv: Sequence[str], env: Mapping[str, str],
             cancelled: Callable[[], bool]) -> CommandResult | None:
