@@ -2,7 +2,9 @@
 
 Self-contained: it runs as `python -I -S -c SERVER FD` inside the sandbox (the sandbox's
 PID 2: bwrap's init is PID 1) and imports nothing of ours and almost nothing else, so it
-starts in milliseconds. FD is its end of a SOCK_SEQPACKET socket pair with the worker.
+starts in milliseconds. It makes itself non-dumpable first (or does not start: the
+worker then gives each command its own bwrap). FD is its end of a SOCK_SEQPACKET
+socket pair with the worker.
 
 Messages are NUL-separated fields. The worker sends `r serial cwd n argv... env...` with
 the output file's descriptor (and a stdin pipe's read end) attached (SCM_RIGHTS), and
@@ -16,6 +18,11 @@ from __future__ import annotations
 
 SERVER = r"""
 import os, sys, time, _socket, _thread
+import ctypes  # once per sandbox: what no command may do to the server, below
+# Not dumpable: a command (same user, no capabilities) can no longer ptrace the server,
+# read its memory or take its socket (pidfd_getfd), so it cannot answer for it.
+if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+    os._exit(1)
 sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, int(sys.argv[1]))
 os.set_inheritable(sock.fileno(), False)
 me = os.getpid()
