@@ -131,6 +131,8 @@ class SandboxSession:
             pending = self._begin(request, out.fileno(), spec.stdin)
             if pending is None:
                 return None
+            if cancelled():  # cancelled while it started: cancel() may have missed it
+                self._signal(pending.serial, signal.SIGKILL)
             try:
                 code, timed_out, stopped = self._wait(pending, spec)
             except SessionLost:
@@ -192,7 +194,8 @@ class SandboxSession:
         assert self._sock is not None
         end = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = None if end is None else max(0.0, end - time.monotonic())
+            # (a timeout of 0 would make the socket non-blocking: BlockingIOError)
+            left = None if end is None else max(0.001, end - time.monotonic())
             self._sock.settimeout(left)
             try:
                 data = self._sock.recv(4096)

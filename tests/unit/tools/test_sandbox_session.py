@@ -202,3 +202,13 @@ def test_close_ends_the_sandbox_and_wrap_is_a_fresh_bwrap(workspace: Path) -> No
                what="the sandbox ended")
     result, text = run(box, workspace, "echo after")
     assert result.exit_code == 0 and text == "after\n"
+
+
+def test_a_timeout_while_a_budget_is_polled_is_a_timeout(workspace: Path) -> None:
+    box = runner(workspace)  # the terminal tool's way: a check polled up to the deadline
+    try:
+        result, _ = run(box, workspace, "sleep 60", timeout_s=1.0, check=lambda: None)
+        assert result.timed_out and result.exit_code is None and result.error is None
+        assert not box._session.dead  # type: ignore[union-attr]
+    finally:
+        box.close()
