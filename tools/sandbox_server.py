@@ -10,8 +10,9 @@ Messages are NUL-separated fields. The worker sends `r serial cwd n argv... env.
 the output file's descriptor (and a stdin pipe's read end) attached (SCM_RIGHTS), and
 `k serial signal` to signal a running command's process group. The server answers
 `ready` once, then per command `e serial errno` (it could not start) or
-`x serial exit-code swept` once the command exited and every other process of the
-sandbox is dead (`swept` is 0 when one would not die: the worker then ends the sandbox).
+`x serial exit-code swept` once the command exited, every other process of the sandbox
+is dead (`swept` is 0 when one would not die: the worker then ends the sandbox) and the
+sandbox's /tmp, /dev/shm and System V IPC are empty again, as a fresh sandbox's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import os, sys, time, _socket, _thread
 import ctypes  # once per sandbox: what no command may do to the server, below
 # Not dumpable: a command (same user, no capabilities) can no longer ptrace the server,
 # read its memory or take its socket (pidfd_getfd), so it cannot answer for it.
-if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
     os._exit(1)
 sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, int(sys.argv[1]))
 os.set_inheritable(sock.fileno(), False)
@@ -56,11 +58,48 @@ def sweep():
             return 0
         time.sleep(0.001)
 
+def clear(folder, device):
+    # Empty a folder of this sandbox's own tmpfs; mounts in it (binds) are not touched.
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_dev != device:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                clear(entry.path, device)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+def fresh():
+    # What the next command finds as the first found it: /tmp and /dev/shm empty, no
+    # System V IPC objects (PR_SET_DUMPABLE aside, the only use of ctypes).
+    for folder in ("/tmp", "/dev/shm"):
+        try:
+            clear(folder, os.stat(folder).st_dev)
+        except OSError:
+            pass
+    for kind, remove in (("shm", libc.shmctl), ("msg", libc.msgctl), ("sem", libc.semctl)):
+        try:
+            with open("/proc/sysvipc/" + kind, "rb") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            remove(int(row.split()[1]), 0, 0)  # IPC_RMID
+
 def wait(serial, pid):
     status = os.waitpid(pid, 0)[1]
     with lock:
         current[0], current[1] = b"", 0
     swept = sweep()
+    fresh()
     code = os.waitstatus_to_exitcode(status)
     sock.send(b"x\0" + serial + b"\0" + str(code).encode() + b"\0" + str(swept).encode())
 

@@ -7,9 +7,9 @@ in its own process group and session, under the same limits and deadline, and be
 result comes back every other process in the sandbox is dead (a daemon it left cannot see
 the next command). The sandbox dies with the worker (`--die-with-parent`: bwrap's parent
 is a thread of this session that lives as long as the sandbox) and when the runner closes.
-
-What a card's commands do share now, as they share the workspace and HOME: the sandbox's
-private /tmp and its System V IPC objects (both private to the card and gone with it).
+Each command finds /tmp, /dev/shm and System V IPC as empty as in a fresh sandbox. The
+server cannot be taken over by a command: it is not dumpable (no ptrace, no /proc/PID/mem,
+no pidfd_getfd of its socket).
 """
 
 from __future__ import annotations

@@ -212,3 +212,22 @@ def test_a_timeout_while_a_budget_is_polled_is_a_timeout(workspace: Path) -> Non
         assert not box._session.dead  # type: ignore[union-attr]
     finally:
         box.close()
+
+
+def test_each_command_finds_tmp_and_ipc_as_fresh_but_the_workspace_kept(
+        workspace: Path) -> None:
+    box = runner(workspace)  # the workspace itself lies under /tmp (pytest's tmp_path)
+    try:
+        made, _ = run(box, workspace, "echo kept > kept.txt; mkdir -p /tmp/d/e; "
+                      "echo left > /tmp/d/e/f; echo left > /tmp/g; ln -s / /tmp/root; "
+                      "echo shm > /dev/shm/s; ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null")
+        assert made.exit_code == 0
+        result, text = run(box, workspace, "ls -A /tmp /dev/shm; ipcs -m -q | grep -c '^0x'; "
+                           "cat kept.txt")
+        shm, tmp = text.split("/tmp:\n")
+        assert shm.split() == ["/dev/shm:"], text
+        top = str(workspace).split("/")[2]  # /tmp keeps the mount path of the workspace
+        assert tmp.split() == [top, "0", "kept"], text
+        assert (workspace / "kept.txt").read_text() == "kept\n"
+    finally:
+        box.close()
