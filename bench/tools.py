@@ -4,8 +4,9 @@
 runner's process group, prlimit and timeout wrappers, output file, result text) against
 `subprocess.run(["bash", "-c", "true"])`. 9.2 `write_file` then `read_file` of a small file
 (confinement, atomic write, text checks, numbered lines) against pathlib's write and read.
-9.5 the same `terminal("true")` inside the bubblewrap sandbox a card gets, against 9.1: the
-sandbox's cost per command (goal: within 2x). Skipped where bwrap cannot start.
+9.5 the same `terminal("true")` inside the bubblewrap sandbox a card gets (one per card,
+its exec server forking each command), against 9.1: the sandbox's cost per command (goal:
+within 2x). Skipped where bwrap cannot start.
 """
 
 from __future__ import annotations
