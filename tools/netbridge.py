@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kanban.tools.netproxy import NetProxy
 from kanban.tools.runner import CommandResult, CommandSpec, Runner
+from kanban.tools.sandbox import BwrapRunner
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
                    "all_proxy")
@@ -143,4 +144,6 @@ class ProxiedRunner:
         self.inner.cancel_all()
 
     def close(self) -> None:
+        if isinstance(self.inner, BwrapRunner):
+            self.inner.close()
         self.proxy.stop()

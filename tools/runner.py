@@ -121,6 +121,16 @@ class PlainRunner:
         self._live: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
         self._cancelled = False
+        self._on_cancel: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def on_cancel(self, hook: Callable[[], None]) -> None:
+        """`hook` is called by `cancel_all` (a sandbox's live session kills its command)."""
+        with self._lock:
+            self._on_cancel.append(hook)
 
     def argv(self, spec: CommandSpec) -> list[str]:
         """What is executed: `spec.argv` within its limits and deadline."""
@@ -189,7 +199,7 @@ class PlainRunner:
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()
         deadline = time.monotonic() + max(0.0, spec.timeout_s)
-        stopped = _watch(proc, spec.check, deadline) if spec.check is not None else None
+        stopped = watch(proc, spec.check, deadline) if spec.check is not None else None
         if stopped is not None:
             kill_group(proc)
             return None, False, stopped
@@ -207,8 +217,11 @@ class PlainRunner:
         with self._lock:
             self._cancelled = True
             live = list(self._live.values())
+            hooks = list(self._on_cancel)
         for proc in live:
             kill_group(proc)
+        for hook in hooks:
+            hook()
 
 
 _SETPRIV: list[str | None] = []
@@ -240,8 +253,13 @@ def _death_signal(argv: Sequence[str]) -> int:
     return signal.SIGTERM if first == "timeout" else signal.SIGKILL
 
 
-def _watch(proc: subprocess.Popen[bytes], check: Callable[[], str | None],
-           deadline: float) -> str | None:
+class Waitable(Protocol):
+    """A running command awaited like `subprocess.Popen` (TimeoutExpired while it runs)."""
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def watch(proc: Waitable, check: Callable[[], str | None], deadline: float) -> str | None:
     """Poll `check` while the command runs (until `deadline`); its reason to stop, or None
     once the command exited or its time is up. A slow check is polled less often."""
     pause = CHECK_AFTER_S

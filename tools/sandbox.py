@@ -15,12 +15,15 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kanban.tools.hostview import SystemView, system_view
+from kanban.tools.hostview import SystemView, own_interpreter, system_view
 from kanban.tools.runner import CommandResult, CommandSpec, PlainRunner
+from kanban.tools.sandbox_session import SandboxSession
 
 PROBE_TIMEOUT_S = 10.0
 SANDBOX_MODES = ("auto", "required", "off")
@@ -99,24 +102,88 @@ def _system_args(view: SystemView) -> tuple[str, ...]:
 
 
 class BwrapRunner:
-    """A `PlainRunner` (process group, rlimits, timeout) whose commands run in a sandbox."""
+    """A `PlainRunner` (process group, rlimits, timeout) whose commands run in a sandbox:
+    one sandbox kept alive for all of them (`SandboxSession`), or where it cannot start or
+    has died, a fresh one per command. `wrap` (long-lived servers) always makes a fresh one."""
 
     name = "bwrap"
 
     def __init__(self, policy: SandboxPolicy, inner: PlainRunner | None = None,
-                 bwrap: str = "bwrap") -> None:
+                 bwrap: str = "bwrap", *, session: bool = True) -> None:
         self.policy = policy
         self.inner = inner or PlainRunner()
         self.bwrap = bwrap
+        self._lock = threading.Lock()
+        self._session: SandboxSession | None = None
+        # The session's server is this Python: only where the policy shows it.
+        self._use_session = session and interpreter_visible(policy)
+        self._said = False
+        self.inner.on_cancel(self._cancel_session)
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         return self.policy.wrap(argv, cwd, self.bwrap)
 
     def run(self, spec: CommandSpec) -> CommandResult:
+        session = self._live_session()
+        if session is not None:
+            env = dict(spec.env)
+            if self.policy.home is not None:  # as bwrap's --setenv does per command
+                env["HOME"] = str(self.policy.home)
+            result = session.run(spec, self.inner.argv(spec), env, lambda: self.inner.cancelled)
+            if session.dead:
+                self._fall_back("the card's sandbox ended")
+            if result is not None:
+                return result
         return self.inner.run(replace(spec, argv=tuple(self.wrap(spec.argv, spec.cwd))))
+
+    def _live_session(self) -> SandboxSession | None:
+        with self._lock:
+            if not self._use_session:
+                return None
+            if self._session is None:
+                self._session = SandboxSession(lambda argv: self.wrap(argv, Path("/")))
+                if not self._session.start():
+                    self._use_session = False
+                    self._say("the card's sandbox did not start")
+                    return None
+            return self._session
+
+    def _fall_back(self, why: str) -> None:
+        with self._lock:
+            self._use_session = False
+        self._say(why)
+
+    def _say(self, why: str) -> None:
+        """Once, in the worker's log: commands go on sandboxed, each in its own bwrap."""
+        if not self._said:
+            self._said = True
+            print(f"kanban: {why}; each command now starts its own bwrap (slower, as "
+                  "sandboxed)", file=sys.stderr, flush=True)
+
+    def _cancel_session(self) -> None:
+        session = self._session
+        if session is not None:
+            session.cancel()
 
     def cancel_all(self) -> None:
         self.inner.cancel_all()
+
+    def close(self) -> None:
+        """End the card's sandbox (the run is over); later commands get a bwrap each."""
+        with self._lock:
+            session, self._session = self._session, None
+            self._use_session = False
+        if session is not None:
+            session.close()
+
+
+def interpreter_visible(policy: SandboxPolicy) -> bool:
+    """Whether this Python (what the session's server runs on) is readable in the sandbox."""
+    shown = (*policy.system.binds, *policy.readable, *policy.writable)
+    hidden = (*policy.system.hidden_dirs, *policy.hidden)
+    return all(any(place.is_relative_to(p) for p in shown)
+               and not any(place.is_relative_to(h) for h in hidden)
+               for place in own_interpreter())
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from kanban.tools.delegate import LeadScope
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.registry import Toolbox
 from kanban.tools.runner import Runner
+from kanban.tools.sandbox import BwrapRunner
 from kanban.tools.scope import WorkerScope
 from kanban.tools.workbench import Workbench
 from kanban.worker import gates
@@ -173,10 +174,11 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
 
 
 def _close(bench: Workbench) -> None:
-    """Stop the MCP servers the workbench started, and the network proxy."""
+    """Stop the MCP servers the workbench started, the network proxy and the card's
+    sandbox."""
     if bench.mcp is not None:
         bench.mcp.close()
-    if isinstance(bench.runner, ProxiedRunner):
+    if isinstance(bench.runner, (ProxiedRunner, BwrapRunner)):
         bench.runner.close()
 
 

@@ -1,0 +1,233 @@
+"""One sandbox per card: commands share it, but nothing a command starts outlives it, and
+every bound (timeout, cancel, budget) holds as with a bwrap per command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from kanban.tools.hostview import own_interpreter
+from kanban.tools.runner import CommandResult, CommandSpec, PlainRunner
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+from tests.support.procs import wait_until
+from tests.support.sandbox import require_bwrap
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    require_bwrap()
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def runner(workspace: Path, inner: PlainRunner | None = None) -> BwrapRunner:
+    policy = SandboxPolicy(writable=(workspace,), network=False, readable=own_interpreter())
+    return BwrapRunner(policy, inner)
+
+
+def run(box: BwrapRunner, workspace: Path, command: str, **kwargs: object
+        ) -> tuple[CommandResult, str]:
+    out = workspace.parent / "out" / "o.txt"
+    spec = CommandSpec.shell(command, cwd=workspace, env={"PATH": os.environ["PATH"]},
+                             output_path=out, **{"timeout_s": 20.0, **kwargs})
+    result = box.run(spec)
+    return result, out.read_text()
+
+
+def sandbox_pid(box: BwrapRunner) -> int:
+    """The pid (outside) of the card's live sandbox."""
+    session = box._session
+    assert session is not None and session._proc is not None and not session.dead
+    return session._proc.pid
+
+
+def test_two_commands_share_one_sandbox_but_not_a_daemon(workspace: Path) -> None:
+    box = runner(workspace)
+    try:
+        first, text = run(box, workspace, "setsid sleep 300 & nohup sleep 301 >/dev/null & "
+                          "echo started; ls -d /proc/[0-9]* | wc -l")
+        assert first.exit_code == 0 and "started" in text
+        pid = sandbox_pid(box)
+        second, text = run(box, workspace, "ps -eo args | grep -c '[s]leep 30'; "
+                           "ls /proc | grep -c '^[0-9]'")
+        assert sandbox_pid(box) == pid  # the same sandbox
+        daemons, processes = text.split()
+        assert second.exit_code == 0 and daemons == "0"
+        # bwrap's init, the server, timeout, bash and ls: nothing left from before
+        assert int(processes) <= 6, text
+    finally:
+        box.close()
+
+
+def test_a_command_sees_the_sandbox_not_the_host(workspace: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    box = runner(workspace)
+    try:
+        result, text = run(box, workspace, f"cat {secret}; echo $$; pwd; touch made")
+        assert result.exit_code == 0 and "host secret" not in text
+        assert (workspace / "made").exists()
+        assert str(workspace) in text
+        assert box._session is not None  # it ran in the session
+    finally:
+        box.close()
+
+
+def test_a_timeout_kills_the_command_and_the_next_one_runs(workspace: Path) -> None:
+    box = runner(workspace)
+    try:
+        run(box, workspace, "true")
+        result, _ = run(box, workspace, "trap '' TERM; sleep 60", timeout_s=1.0)
+        assert result.timed_out and result.exit_code is None
+        assert result.duration_s < 10
+        after, text = run(box, workspace, "ps -eo args | grep -c '[s]leep 60'")
+        assert text.strip() == "0" and after.exit_code == 1
+        assert not box._session.dead  # type: ignore[union-attr]
+    finally:
+        box.close()
+
+
+def test_cancel_all_kills_the_running_command(workspace: Path) -> None:
+    inner = PlainRunner()
+    box = runner(workspace, inner)
+    try:
+        run(box, workspace, "true")
+        threading.Timer(0.5, inner.cancel_all).start()  # the worker's SIGTERM handler's call
+        result, _ = run(box, workspace, "sleep 60")
+        assert result.cancelled and result.exit_code is None
+        assert result.duration_s < 10
+        later, _ = run(box, workspace, "echo never")
+        assert later.cancelled and later.exit_code is None
+    finally:
+        box.close()
+
+
+def test_a_budget_check_stops_the_command(workspace: Path) -> None:
+    box = runner(workspace)
+    calls: list[int] = []
+
+    def check() -> str | None:
+        calls.append(1)
+        return "over budget" if len(calls) >= 2 else None
+
+    try:
+        run(box, workspace, "true")
+        result, _ = run(box, workspace, "sleep 60", check=check)
+        assert result.stopped == "over budget" and result.exit_code is None
+        assert result.duration_s < 10
+    finally:
+        box.close()
+
+
+def test_a_dead_session_falls_back_and_still_sandboxes(workspace: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    box = runner(workspace)
+    try:
+        run(box, workspace, "true")
+        os.kill(sandbox_pid(box), signal.SIGKILL)
+        wait_until(lambda: box._session is not None and box._session.dead, timeout=10,
+                   what="the session noticed")
+        result, text = run(box, workspace, f"cat {secret}; echo $$")
+        assert "host secret" not in text
+        assert text.split()[-1] in ("1", "2")  # a PID namespace of its own: bwrap's
+        assert result.exit_code == 0
+        assert "each command now starts its own bwrap" in capsys.readouterr().err
+        again, text = run(box, workspace, "echo again")
+        assert again.exit_code == 0 and text == "again\n"
+    finally:
+        box.close()
+
+
+def test_killed_mid_command_the_sandbox_says_so_then_falls_back(workspace: Path) -> None:
+    box = runner(workspace)
+    try:
+        run(box, workspace, "true")
+        pid = sandbox_pid(box)
+        threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
+        result, _ = run(box, workspace, "sleep 60")
+        assert result.exit_code is None and result.error is not None
+        assert result.duration_s < 10
+        after, text = run(box, workspace, "echo fine")
+        assert after.exit_code == 0 and text == "fine\n"
+    finally:
+        box.close()
+
+
+def test_output_larger_than_a_pipe_arrives_whole(workspace: Path) -> None:
+    box = runner(workspace)
+    try:
+        result, text = run(box, workspace, "head -c 3000000 /dev/zero | tr '\\0' x; echo end")
+        assert result.exit_code == 0 and result.output_bytes == 3_000_004
+        assert text.endswith("xxxend\n") and text.count("x") == 3_000_000
+    finally:
+        box.close()
+
+
+def test_stdin_exit_codes_and_a_missing_program(workspace: Path) -> None:
+    box = runner(workspace)
+    try:
+        out = workspace.parent / "out" / "o.txt"
+        env = {"PATH": os.environ["PATH"], "MARK": "given"}
+        result = box.run(CommandSpec(argv=("cat",), cwd=workspace, env=env, timeout_s=10,
+                                     output_path=out, stdin=b"piped in"))
+        assert result.exit_code == 0 and out.read_text() == "piped in"
+        result, text = run(box, workspace, "echo $MARK; exit 7")
+        assert result.exit_code == 7
+        result = box.run(CommandSpec(argv=("sh", "-c", "echo $MARK"), cwd=workspace,
+                                     env=env, timeout_s=10, output_path=out))
+        assert out.read_text() == "given\n"
+        result, text = run(box, workspace, "no-such-program-here")
+        assert result.exit_code == 127
+    finally:
+        box.close()
+
+
+def test_close_ends_the_sandbox_and_wrap_is_a_fresh_bwrap(workspace: Path) -> None:
+    box = runner(workspace)
+    run(box, workspace, "true")
+    pid = sandbox_pid(box)
+    argv = box.wrap(["true"], workspace)
+    assert argv[0] == "bwrap" and argv[-1] == "true"  # servers get their own sandbox
+    box.close()
+    wait_until(lambda: not Path(f"/proc/{pid}").exists()
+               or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z", timeout=10,
+               what="the sandbox ended")
+    result, text = run(box, workspace, "echo after")
+    assert result.exit_code == 0 and text == "after\n"
+
+
+def test_a_timeout_while_a_budget_is_polled_is_a_timeout(workspace: Path) -> None:
+    box = runner(workspace)  # the terminal tool's way: a check polled up to the deadline
+    try:
+        result, _ = run(box, workspace, "sleep 60", timeout_s=1.0, check=lambda: None)
+        assert result.timed_out and result.exit_code is None and result.error is None
+        assert not box._session.dead  # type: ignore[union-attr]
+    finally:
+        box.close()
+
+
+def test_each_command_finds_tmp_and_ipc_as_fresh_but_the_workspace_kept(
+        workspace: Path) -> None:
+    box = runner(workspace)  # the workspace itself lies under /tmp (pytest's tmp_path)
+    try:
+        made, _ = run(box, workspace, "echo kept > kept.txt; mkdir -p /tmp/d/e; "
+                      "echo left > /tmp/d/e/f; echo left > /tmp/g; ln -s / /tmp/root; "
+                      "echo shm > /dev/shm/s; ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null")
+        assert made.exit_code == 0
+        result, text = run(box, workspace, "ls -A /tmp /dev/shm; ipcs -m -q | grep -c '^0x'; "
+                           "cat kept.txt")
+        shm, tmp = text.split("/tmp:\n")
+        assert shm.split() == ["/dev/shm:"], text
+        top = str(workspace).split("/")[2]  # /tmp keeps the mount path of the workspace
+        assert tmp.split() == [top, "0", "kept"], text
+        assert (workspace / "kept.txt").read_text() == "kept\n"
+    finally:
+        box.close()
