@@ -66,10 +66,14 @@ def mount_type(path: Path, mountinfo: str | None = None) -> str | None:
 
 
 @functools.cache
-def network_fs(folder: str) -> str | None:
-    """The network filesystem type `folder` sits on, or None (cached per process: a
-    forkserver answers for every worker it forks)."""
-    kind = mount_type(Path(folder))
+def network_fs(folder: str, table: Path = MOUNTINFO) -> str | None:
+    """The network filesystem type `folder` sits on, per the mount `table`, or None (cached
+    per process: a forkserver answers for every worker it forks)."""
+    try:
+        text = table.read_text()
+    except OSError:
+        return None
+    kind = mount_type(Path(folder), text)
     return kind if kind in NETWORK_FILESYSTEMS else None
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kanban.state import wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
-from kanban.state.journal import ROLLBACK, WAL, Journal, network_fs
+from kanban.state.journal import MOUNTINFO, ROLLBACK, WAL, Journal, network_fs
 from kanban.state.retry import Backoff
 from kanban.state.sqlite_errors import IO, WAL_MISSING, describe_error, is_busy, translate
 from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
@@ -101,7 +101,7 @@ class SQLiteDatabase(Database):
     clock = staticmethod(utcnow)  # the writing process's clock, at no cost
 
     def __init__(self, path: Path, *, synchronous: str = "NORMAL",
-                 journal: str = "auto") -> None:
+                 journal: str = "auto", mount_table: Path = MOUNTINFO) -> None:
         if synchronous.upper() not in {"NORMAL", "FULL"}:
             raise DatabaseError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         if journal not in JOURNAL_CHOICES:
@@ -109,6 +109,7 @@ class SQLiteDatabase(Database):
                                 f"not {journal!r}")
         self.path = path
         self.journal_wanted = journal
+        self.mount_table = mount_table  # where the filesystem of the folder is read from
         self.journal = Journal(WAL)  # what the first connection finds (see _journal)
         self.file: Path = path  # never None here (the base class allows None)
         self.synchronous = synchronous.upper()
@@ -177,7 +178,7 @@ class SQLiteDatabase(Database):
         """WAL where it is safe and works; else the rollback journal, with the reason.
         WAL is the file's own persistent state: a WAL board costs one pragma here."""
         mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
-        remote = network_fs(str(self.file.parent))
+        remote = network_fs(str(self.file.parent), self.mount_table)
         if mode == WAL and remote is None:
             return Journal(WAL)
         if remote is not None:

@@ -71,3 +71,31 @@ def test_a_dispatcher_on_a_rollback_board_says_so_first_and_works(tmp_path: Path
     lines = [line for line in run.stderr.splitlines() if "dispatching from" not in line]
     assert "journal: rollback" in lines[0], run.stderr
     assert json.loads(kanban(path, "show", card, "--json").stdout)["card"]["status"] == "done"
+
+
+def test_a_board_on_a_network_filesystem_falls_back_and_claims_stay_exact(
+        tmp_path: Path) -> None:
+    """The mount table says the board's folder is NFS: the board never turns WAL on, says
+    why, and its claims work as on any board (a second connection, a claim, a complete)."""
+    from kanban.cards import NewCard
+    from kanban.service import Kanban
+    from kanban.state.sqlite import SQLiteDatabase
+
+    table = tmp_path / "mountinfo"
+    table.write_text(f"22 1 259:2 / / rw - ext4 /dev/root rw\n"
+                     f"40 22 0:38 / {tmp_path} rw - nfs4 server:/export rw,vers=4.2\n")
+    path = tmp_path / "kanban.db"
+    kanban(path, "init")  # made on the local view of the disk: WAL
+    db = SQLiteDatabase(path, mount_table=table)
+    try:
+        warning = db.journal_warning()
+        assert warning is not None and "network filesystem (nfs4)" in warning
+        kb = Kanban(db)
+        card = kb.add_card(NewCard("on nfs")).id
+        claimed = kb.claim(1, lease_s=30)
+        assert [c.card_id for c in claimed] == [card]
+    finally:
+        db.dispose()
+    with sqlite3.connect(path) as conn:  # left WAL for the rollback journal, intact
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
