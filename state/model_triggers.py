@@ -6,14 +6,20 @@ statement is written once."""
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
-from sqlalchemy import DDL, MetaData, event
+from sqlalchemy import DDL, MetaData, event, text
 
 from kanban.state.migrations import statements
 
 _SOURCES = ("0005_daily", "0014_quiet_tick", "0015_wakeups")
 # Tables and indexes come from the models, backfills only from the migrations.
 _KINDS = ("CREATE VIRTUAL TABLE ", "CREATE TRIGGER ", "CREATE FUNCTION ")
+
+
+def partial_where(clause: str) -> dict[str, Any]:
+    """A partial index's WHERE, for both dialects."""
+    return {"sqlite_where": text(clause), "postgresql_where": text(clause)}
 
 
 def trigger_statements(dialect: str) -> list[str]:

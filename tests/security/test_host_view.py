@@ -17,6 +17,7 @@ import pytest
 
 from kanban.tools.hostview import own_interpreter
 from tests.security.conftest import Attack
+from tests.support.pg import skip_or_fail
 from tests.support.procs import kanban
 
 REACHED = "unix-socket-reached-" + uuid.uuid4().hex
@@ -118,7 +119,7 @@ def host_key(attack: Attack) -> Iterator[Path]:
     """A world-readable ssh host key in /etc (a misconfigured host): named secrets are
     hidden whatever their mode."""
     if not os.access("/etc/ssh", os.W_OK):
-        pytest.skip("cannot plant a host key in /etc/ssh as this user")
+        skip_or_fail("cannot plant a host key in /etc/ssh as this user")
     key = Path("/etc/ssh") / f"ssh_host_kanbantest{uuid.uuid4().hex}_key"
     key.write_text(attack.canaries.file_secret + "\n")
     key.chmod(0o644)
@@ -157,7 +158,7 @@ def test_run_is_not_there_to_list(attack: Attack, sandboxed: None) -> None:
 def test_a_host_unix_socket_under_run_is_unreachable(attack: Attack, sandboxed: None,
                                                      network: bool) -> None:
     if not os.access("/run", os.W_OK):
-        pytest.skip("cannot place a socket under /run as this user")
+        skip_or_fail("cannot place a socket under /run as this user")
     folder = Path("/run") / f"kanban-test-{uuid.uuid4().hex}"
     try:
         with unix_server(folder / "sock") as path:

@@ -14,8 +14,14 @@ from pathlib import Path
 import pytest
 
 from kanban.tools.runner import CommandSpec, PlainRunner
+from tests.support.pg import skip_or_fail
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux only")
+
+@pytest.fixture(autouse=True)
+def _linux() -> None:
+    """prctl and /proc are Linux's; elsewhere skip, but fail under CI=true."""
+    if not Path("/proc/self/stat").exists():
+        skip_or_fail("needs Linux (/proc, prctl)")
 
 
 def python(code: str, env: dict[str, str] | None = None) -> str:

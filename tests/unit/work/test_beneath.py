@@ -13,6 +13,7 @@ import pytest
 from kanban.state import beneath
 from kanban.state.beneath import GitInternals, NotAFile, OutsideWorkspace, Wall
 from kanban.tools.confine import entries, read_bytes, write_text
+from tests.support.pg import skip_or_fail
 
 
 @pytest.fixture(params=["openat2", "openat"])
@@ -21,7 +22,7 @@ def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     if request.param == "openat":
         monkeypatch.setattr(beneath, "_OPENAT2", [None])
     elif beneath._openat2() is None:
-        pytest.skip("no openat2 here")
+        skip_or_fail("no openat2 here (Linux 5.6 and later have it)")
     yield request.param
 
 
