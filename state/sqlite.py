@@ -65,8 +65,11 @@ def _kept_rollback(raw: sqlite3.Connection) -> bool:
     file in rollback mode without it is switched to WAL, as before)."""
     try:
         row = raw.execute("SELECT value FROM setting WHERE key = ?", (JOURNAL_KEY,)).fetchone()
-    except sqlite3.OperationalError:  # a new file: no tables yet
-        return False
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # a new file: no tables yet
+            return False
+        raise  # busy (a writer commits in rollback mode): waited out by the caller, never
+        # read as "no setting", which would switch a rollback board to WAL
     return row is not None and row[0] == ROLLBACK
 
 
