@@ -14,17 +14,26 @@ from tests.support.procs import wait_until
 
 
 def children(pid: int) -> list[int]:
+    """The living forks of the server `pid` (its spare, its workers), in pid order. Not
+    whatever else it holds for a moment as a subreaper: the host probe's leftovers, adopted
+    and being killed, run other programs or are already zombies."""
     found = []
+    try:
+        server = (Path(f"/proc/{pid}") / "cmdline").read_bytes()
+    except OSError:
+        return found
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if int(parent) == pid and state != "Z" and cmdline == server:
             found.append(int(entry.name))
-    return found
+    return sorted(found)
 
 
 def alive(pid: int) -> bool:
