@@ -15,6 +15,7 @@ from bench import (
     claims,
     cli,
     daily,
+    fleet,
     idle,
     latency,
     memory,
@@ -46,6 +47,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "scale": scale.run,  # a million cards against 10,000
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait
+    "fleet": fleet.run,  # hundreds of workers streaming at once on one host
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"
