@@ -54,9 +54,11 @@ def aggregates_plan() -> Plan[Aggregates]:
         "SELECT ut.board, ut.profile, ut.model, ut.calls, ut.input_tokens, ut.output_tokens, "
         "ut.cached_tokens, ut.cost, ut.unpriced_calls FROM usage_total ut "
         "ORDER BY ut.board, ut.profile, ut.model")
-    # Both statuses spelled as the partial indexes' WHERE, so each is a walk of the backlog.
-    notify = yield Query("SELECT o.board, o.status, count(*) FROM notify_outbox o "
-                         "WHERE o.status IN ('pending', 'sending') GROUP BY o.board, o.status")
+    # A seek per board and status in the outbox's (board, status) index, and a walk of the
+    # cron deliveries' partial index of undelivered rows: both as long as the backlog.
+    notify = yield Query("SELECT b.name, o.status, count(*) FROM board b JOIN notify_outbox o "
+                         "ON o.board = b.name AND o.status IN ('pending', 'sending') "
+                         "GROUP BY b.name, o.status")
     cron = yield Query("SELECT d.status, count(*) FROM cron_delivery d "
                        "WHERE d.status IN ('pending', 'sending') GROUP BY d.status")
     boards = yield Query("SELECT b.name FROM board b ORDER BY b.name")
