@@ -6,7 +6,7 @@ credentials_file`). The counts come from counters the database keeps (kanban.met
 
 from __future__ import annotations
 
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,8 +17,9 @@ from kanban.web.http import no_store, web_of
 
 async def metrics(request: Request) -> Response:
     agg = await web_of(request).adb.run(aggregates_plan())
-    body = generate_latest(registry_of(agg))
-    return no_store(Response(body, headers={"content-type": CONTENT_TYPE_LATEST}))
+    # the format the scraper asks for (OpenMetrics, or the plain text one), as the client does
+    encode, content_type = choose_encoder(request.headers.get("accept", ""))
+    return no_store(Response(encode(registry_of(agg)), headers={"content-type": content_type}))
 
 
 ROUTES = [Route("/metrics", metrics, methods=["GET"])]
