@@ -18,6 +18,7 @@ from bench import (
     idle,
     latency,
     memory,
+    metrics,
     netproxy,
     postgres,
     recovery,
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
+    "metrics": metrics.run,  # a /metrics scrape at 100,000 cards against 1,000
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"
 

@@ -130,9 +130,9 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        host = f"[{host}]" if ":" in str(host) else host
-        return f"http://{host}:{port}/metrics"
+        host, port = str(self.server.server_address[0]), int(self.server.server_address[1])
+        return f"http://[{host}]:{port}/metrics" if ":" in host else \
+            f"http://{host}:{port}/metrics"
 
     def close(self) -> None:
         if self.metrics.hear in logs.listeners:

@@ -64,8 +64,8 @@ def aggregates_plan() -> Plan[Aggregates]:
     boards = yield Query("SELECT b.name FROM board b ORDER BY b.name")
     return Aggregates(
         cards=tuple((str(b), str(p), str(s), int(n)) for b, p, s, n in cards),
-        usage=tuple(UsageTotal(str(r[0]), str(r[1]), str(r[2]), *map(int, r[3:7]),
-                               float(r[7]), int(r[8])) for r in usage),
+        usage=tuple(UsageTotal(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]),
+                               int(r[5]), int(r[6]), float(r[7]), int(r[8])) for r in usage),
         notify_backlog=tuple((str(b), str(s), int(n)) for b, s, n in notify),
         cron_backlog=tuple((str(s), int(n)) for s, n in cron),
         boards=tuple(str(name) for (name,) in boards))
