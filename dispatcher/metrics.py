@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    make_wsgi_app,
+)
 from prometheus_client.process_collector import ProcessCollector
 
 from kanban.dispatcher import logs
@@ -145,6 +152,7 @@ class MetricsServer:
 def serve_metrics(dispatcher: Dispatcher, port: int,
                   host: str = DEFAULT_HOST) -> MetricsServer:
     """Listen on host:port (0: any free port) and count this dispatcher's events."""
+    disable_created_metrics()  # no `_created` twin of every counter: half the series
     metrics = DispatcherMetrics(dispatcher)
     try:
         server = make_server(host.strip("[]"), port, make_wsgi_app(metrics.registry),
