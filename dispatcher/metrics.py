@@ -80,7 +80,14 @@ class DispatcherMetrics:
         registry.register(BoardCollector(dispatcher.kb.db))
 
     def hear(self, fields: dict[str, Any]) -> None:
-        """One dispatcher event (kanban.dispatcher.logs listener)."""
+        """One dispatcher event (kanban.dispatcher.logs listener); counting never stops the
+        loop that reported it."""
+        try:
+            self._count(fields)
+        except (TypeError, ValueError) as exc:
+            logs.log.debug("metrics: event not counted (%s): %r", exc, fields)
+
+    def _count(self, fields: dict[str, Any]) -> None:
         kind = fields.get("kind")
         card = [str(fields.get(name, "")) for name in CARD_LABELS]
         if kind == "claimed":

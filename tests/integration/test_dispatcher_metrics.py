@@ -80,3 +80,17 @@ def test_closing_the_server_stops_listening_and_counting(kb: Kanban) -> None:
     except httpx.ConnectError:
         return
     raise AssertionError("the metrics server still answers after close")
+
+
+def test_an_event_it_cannot_count_does_not_stop_the_dispatcher(kb: Kanban) -> None:
+    served = serve_metrics(fake_dispatcher(kb), 0)
+    try:
+        logs.event("odd", kind="finished", status="done", outcome="completed",
+                   duration_s="a while", board="default", profile="coder")
+        seen = scrape(served.url)
+    finally:
+        served.close()
+    assert seen[("kanban_dispatcher_run_duration_seconds_count",
+                 (("outcome", "completed"),))] == 0  # no duration to observe
+    assert seen[("kanban_dispatcher_runs_finished_total", (
+        ("board", "default"), ("outcome", "completed"), ("profile", "coder")))] == 1
