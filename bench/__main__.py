@@ -19,6 +19,7 @@ from bench import (
     idle,
     latency,
     memory,
+    metrics,
     netproxy,
     postgres,
     recovery,
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait
     "fleet": fleet.run,  # hundreds of workers streaming at once on one host
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
+    "metrics": metrics.run,  # a /metrics scrape at 100,000 cards against 1,000
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"
 

@@ -73,6 +73,25 @@ def dispatch(kb: Kanban, location: DbLocation, options: DispatchOptions, *,
     seal_dispatcher()
     for note in startup_notes(dispatcher):
         say(note)
-    with stop_on_signals(dispatcher):
+    with stop_on_signals(dispatcher), serving_metrics(dispatcher, say):
         dispatcher.run(once=once)
     return dispatcher
+
+
+@contextmanager
+def serving_metrics(dispatcher: Dispatcher, say: Callable[[str], None]) -> Iterator[None]:
+    """--metrics-port: the dispatcher's /metrics while it runs (nothing without it)."""
+    opts = dispatcher.opts
+    if opts.metrics_port is None:
+        yield
+        return
+    from kanban.dispatcher.metrics import is_loopback, serve_metrics
+
+    served = serve_metrics(dispatcher, opts.metrics_port, opts.metrics_host)
+    say(f"metrics on {served.url}" + ("" if is_loopback(opts.metrics_host) else
+                                     " (no authentication: anyone who reaches it can read "
+                                     "the board's counts, profiles and models)"))
+    try:
+        yield
+    finally:
+        served.close()

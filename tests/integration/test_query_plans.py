@@ -1,5 +1,6 @@
 """No scan on a hot path: every statement the dispatcher, the claim, the worker's writes, the
-completion, cron, the board view, the web board and the CLI's reads run is served by an index.
+completion, cron, the board view, the web board, a /metrics scrape and the CLI's reads run is
+served by an index.
 
 The catalogue is not a list of SQL strings kept beside the code: it is the hot operations
 themselves (a real `kanban dispatch --once` pass that claims, spawns, ticks and reaps, the
@@ -31,6 +32,7 @@ from kanban.changes import changes_plan
 from kanban.cli.app import main as kanban_main
 from kanban.columns import column_plan
 from kanban.cron.firing import fire_due_jobs
+from kanban.metrics import read_aggregates
 from kanban.queries import board_snapshot_plan, card_page_plan
 from kanban.readmodels import transcript_plan
 from kanban.service import Kanban
@@ -226,6 +228,7 @@ def traced_run(db: Database, clock: FakeClock, target: str, home: Path) -> None:
     hot_operations(kb, clock)
     dispatcher_pass(target, home, kb)
     cli_reads(target, first)
+    read_aggregates(db)  # a /metrics scrape (the web board's and a dispatcher's)
 
 
 def test_sqlite_hot_statements_use_indexes(tmp_path: Path,
