@@ -150,7 +150,7 @@ def config_path(ctx: click.Context) -> str:
 def config_of(ctx: click.Context) -> Config:
     """$KANBAN_CONFIG, else config.toml next to the database (defaults when there is none),
     validated."""
-    from kanban.state.config import resolve_config
+    from kanban.state.config_file import resolve_config
 
     return resolve_config(location_of(ctx).home)
 
