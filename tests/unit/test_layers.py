@@ -55,9 +55,11 @@ def test_the_dispatcher_loop_and_rescue_do_not_import_each_other() -> None:
 # -- no import circle anywhere ------------------------------------------------------------------
 # Every import statement counts, at any depth: those under `if TYPE_CHECKING:` (mypy follows
 # them, and they tie the two modules' designs together as firmly) and those inside functions
-# (a late import hides a circle, it does not break it). `from P import N` is an edge to the
-# module P.N when there is one, else to P; importing P.M does not count as importing P's
-# __init__ (as import-linter reads imports).
+# (a late import hides a circle, it does not break it). `from P import N` is an edge to P
+# (it reads P's namespace: its __init__, even its __getattr__, before it looks for a module
+# P.N) and to the module P.N when there is one; `import P.M` and `from P.M import N` are
+# edges to P.M alone. So a package's modules import their siblings by their full names
+# (`import kanban.agent.tls as tls`) when the package's __init__ is a facade over them.
 
 Edge = tuple[str, str, int]  # importer, imported, line
 
@@ -96,8 +98,7 @@ def import_edges(roots: dict[str, Path]) -> list[Edge]:
                 if node.level:
                     up = here[:len(here) - (node.level - 1)]
                     base = ".".join([*up, *([base] if base else [])])
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
-                           for a in node.names]
+                targets = [base, *(f"{base}.{a.name}" for a in node.names)]
             edges += [(module, t, node.lineno) for t in targets if t in modules and t != module]
     return edges
 
@@ -182,9 +183,14 @@ def test_a_planted_circle_is_found_and_named(tmp_path: Path) -> None:
                               "if TYPE_CHECKING:\n    from .sub.c import C\n")
     (pkg / "sub" / "c.py").write_text("def f():\n    from ..a import x\n")
     (pkg / "d.py").write_text("import pkg.a\n")  # into the circle, not part of it
+    (pkg / "facade").mkdir()
+    (pkg / "facade" / "__init__.py").write_text("from pkg.facade.f import F\n")
+    (pkg / "facade" / "f.py").write_text("import pkg.facade.g\nfrom pkg.facade import g\n")
+    (pkg / "facade" / "g.py").write_text("")
     edges = import_edges({"pkg": pkg})
     assert [describe(c, edges) for c in circles(edges)] == [
-        "pkg.a (line 1) -> pkg.b (line 3) -> pkg.sub.c (line 2) -> pkg.a"]
+        "pkg.a (line 1) -> pkg.b (line 3) -> pkg.sub.c (line 2) -> pkg.a",
+        "pkg.facade (line 1) -> pkg.facade.f (line 2) -> pkg.facade"]
 
 
 # -- the domain core in layers ------------------------------------------------------------------
