@@ -12,7 +12,8 @@ from kanban.dispatcher.environment import seal_dispatcher
 from kanban.dispatcher.loop import Dispatcher
 from kanban.dispatcher.options import DispatchOptions
 from kanban.service import Kanban
-from kanban.state.config import SCRIPTED_DEMO, resolve_config
+from kanban.state.config import SCRIPTED_DEMO
+from kanban.state.config_file import resolve_config
 from kanban.state.paths import DbLocation
 from kanban.tools.sandbox import check_sandbox
 

@@ -1,4 +1,5 @@
-"""config.toml next to the database: limits and named agent profiles."""
+"""config.toml next to the database: limits and named agent profiles, as records (read from
+the file by kanban.state.config_file)."""
 
 from __future__ import annotations
 
@@ -194,43 +195,6 @@ class Config:
     def workspaces(self) -> dict[str, str | None]:
         """Each profile's default workspace spec (None: scratch)."""
         return {name: p.workspace for name, p in self.profiles.items()}
-
-
-def load_config(path: Path, *, required: bool = False) -> Config:
-    """Read config.toml; a missing file gives the defaults, unless `required`."""
-    import tomllib  # here: with no config.toml, a command never pays for the parser
-
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        if required:
-            raise ConfigError(f"{path}: no such config file") from None
-        return Config(path=path)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: malformed config: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-    from kanban.state.config_parse import parse_config  # it builds on this module
-
-    return parse_config(raw, path)
-
-
-def resolve_config(home: Path, env: Mapping[str, str] | None = None) -> Config:
-    """$KANBAN_CONFIG if set (it must exist), else config.toml in `home` (or the defaults)."""
-    env = os.environ if env is None else env
-    explicit = env.get(CONFIG_ENV)
-    if explicit:
-        return load_config(Path(explicit).expanduser(), required=True)
-    return load_config(home / "config.toml")
-
-
-def worker_config(env: Mapping[str, str]) -> Config:
-    """A worker's config: exactly the file its dispatcher used ("" means the dispatcher ran
-    on the defaults). Missing or unreadable is an error, never a quiet default."""
-    if CONFIG_ENV not in env:
-        raise ConfigError(f"worker environment incomplete: {CONFIG_ENV} is not set")
-    path = env[CONFIG_ENV]
-    return load_config(Path(path), required=True) if path else Config()
 
 
 def default_max_workers() -> int:

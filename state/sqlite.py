@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kanban.state import wal_guard
+import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
 from kanban.state.journal import MOUNTINFO, ROLLBACK, WAL, Journal, network_fs
 from kanban.state.retry import Backoff

@@ -46,7 +46,7 @@ def cli(*args: str, db: Path) -> None:
 def main() -> None:
     from kanban.dispatcher.embedded import dispatcher_for
     from kanban.state import DbLocation, open_database
-    from kanban.state.config import load_config
+    from kanban.state.config_file import load_config
     from kanban.worker.lead import lead_model, run_lead, start_lead
 
     console = Console(highlight=False)
