@@ -15,12 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
+from kanban.mcp_server.board import McpBoard
+from kanban.mcp_server.server import build_server
+from kanban.service import Kanban
 from tests.support.procs import KANBAN
 
 TOKEN = "mcp-test-token-0123456789abcdef"
@@ -118,3 +122,19 @@ def text_of(result: CallToolResult) -> str:
     (content,) = result.content
     assert content.type == "text"
     return content.text
+
+
+@asynccontextmanager
+async def in_process(kb: Kanban, home: Path, board: str = "default") -> AsyncIterator[Client]:
+    """A client session with the board's MCP server in this process (no transport)."""
+    async with Client(build_server(McpBoard(kb, board, home))) as client:
+        yield client
+
+
+def call(kb: Kanban, home: Path, name: str, args: dict[str, Any]) -> CallToolResult:
+    """One tool call through an in-process session."""
+    async def once() -> CallToolResult:
+        async with in_process(kb, home) as client:
+            return await client.call_tool(name, args)
+
+    return anyio.run(once)
