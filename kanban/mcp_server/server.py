@@ -57,7 +57,8 @@ def resource(call: Callable[[], Any]) -> str:
 def build_server(board: McpBoard) -> MCPServer:
     server: MCPServer = MCPServer(
         "kanban", title=f"kanban board {board.board}", version=__version__,
-        instructions=INSTRUCTIONS.format(board=board.board), log_level="WARNING")
+        instructions=" ".join(INSTRUCTIONS.format(board=board.board).split()),
+        log_level="WARNING")
     _reading_tools(server, board)
     _card_tools(server, board)
     _decision_tools(server, board)

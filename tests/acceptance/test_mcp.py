@@ -23,6 +23,7 @@ from tests.support.mcp_client import (
     answer,
     over_http,
     over_stdio,
+    resource_text,
     start_http,
     text_of,
 )
@@ -63,8 +64,7 @@ async def _add_work_and_read(client: Client, db: Path) -> dict[str, Any]:
     board = answer(await client.call_tool("read_board", {}))
     assert board["counts"]["done"] == 1
     read = await client.read_resource(f"kanban://cards/{card_id}")
-    (content,) = read.contents
-    assert json.loads(content.text)["card"]["result"] == "Done: say hello"
+    assert json.loads(resource_text(read))["card"]["result"] == "Done: say hello"
     return shown
 
 
@@ -157,7 +157,7 @@ def test_hostile_stored_text_comes_back_spelled_out_and_bounded(board: BoardFile
                 ("show_card", {"card_id": card}), ("list_cards", {}), ("read_board", {}),
                 ("search_cards", {"query": "pwned"}))]
             read = await client.read_resource(f"kanban://cards/{card}")
-            return [*texts, read.contents[0].text]
+            return [*texts, resource_text(read)]
 
     texts = anyio.run(scenario)
     for text in texts:

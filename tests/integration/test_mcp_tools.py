@@ -4,6 +4,7 @@ answers bounded JSON, and turns a board error into one escaped error line."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -15,11 +16,11 @@ from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.transitions import Actor
 from tests.support.db import open_sqlite
-from tests.support.mcp_client import answer, call, in_process, text_of
+from tests.support.mcp_client import answer, call, in_process, resource_text, text_of
 
 
 @pytest.fixture
-def kb(tmp_path: Path) -> Kanban:
+def kb(tmp_path: Path) -> Iterator[Kanban]:
     db = open_sqlite(tmp_path / "kanban.db")
     yield Kanban(db)
     db.dispose()
@@ -124,7 +125,7 @@ def test_resources_are_the_board_and_each_card(kb: Kanban, tmp_path: Path) -> No
                 errors.append(refused.value.error.message)
             assert [t.uri_template for t in templates.resource_templates] == [
                 "kanban://cards/{card_id}"]
-            return board.contents[0].text, shown.contents[0].text, errors
+            return resource_text(board), resource_text(shown), errors
 
     board, shown, errors = anyio.run(scenario)
     assert json.loads(board)["counts"]["ready"] == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -128,7 +129,7 @@ def test_card_ids_of_other_boards_are_not_found_and_nothing_changes(board: Board
     kb = board.kb
     ids = _other_board_cards(kb)
     before = {card_id: kb.detail(card_id).to_json() for card_id in ids.values()}
-    attempts = [("show_card", {"card_id": ids["plain"]}),
+    attempts: list[tuple[str, dict[str, Any]]] = [("show_card", {"card_id": ids["plain"]}),
                 ("comment", {"card_id": ids["plain"], "body": "hi"}),
                 ("approve_command", {"card_id": ids["asking"]}),
                 ("deny_command", {"card_id": ids["asking"]}),

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ReadResourceResult, TextResourceContents
 
 from kanban.mcp_server.board import McpBoard
 from kanban.mcp_server.server import build_server
@@ -116,6 +116,13 @@ def answer(result: CallToolResult) -> Any:
     """A successful tool call's JSON answer."""
     assert not result.is_error, result.content
     return json.loads(text_of(result))
+
+
+def resource_text(result: ReadResourceResult) -> str:
+    """A resource read's one text content."""
+    (content,) = result.contents
+    assert isinstance(content, TextResourceContents)
+    return content.text
 
 
 def text_of(result: CallToolResult) -> str:
