@@ -2,8 +2,8 @@
 
 Titles, goals, results and comments were written by people and models. An MCP client may
 print a tool's answer on a terminal (Claude Code runs in one) or hand it to a model, so
-every string goes through `textsafety.visible` (controls spelled out, `\\x1b`) and is cut
-to a limit; the JSON text itself is then made inert too (`textsafety.json_safe`). Lists
+every string goes through `textsafety.visible` (controls spelled out, `\\x1b`) and is then
+cut to a limit; the JSON text itself is then made inert too (`textsafety.json_safe`). Lists
 are bounded by the callers, so every answer has a bounded size.
 """
 
@@ -34,7 +34,7 @@ ERROR_LIMIT = 600  # the one line an error result carries
 def bounded(value: Any, key: str = "") -> Any:
     """`value` with every string spelled out and cut (by its key's limit); dict keys too."""
     if isinstance(value, str):
-        return visible(cut_middle(value, LIMITS.get(key, FIELD_LIMIT)))
+        return cut_middle(visible(value), LIMITS.get(key, FIELD_LIMIT))
     if isinstance(value, Mapping):
         return {visible(str(k))[:100]: bounded(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -49,4 +49,5 @@ def to_text(value: Any) -> str:
 
 def error_line(message: str) -> str:
     """An error as one inert line within ERROR_LIMIT characters."""
-    return visible(cut_middle(message, ERROR_LIMIT).replace("\n", " "), one_line=True)
+    spelled = visible(message.replace("\n", " "), one_line=True)
+    return cut_middle(spelled, ERROR_LIMIT).replace("\n", " ")
