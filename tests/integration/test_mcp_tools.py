@@ -1,10 +1,10 @@
-"""The MCP server's tools and resources in process: each makes the CLI's library call,
-answers bounded JSON, and turns a board error into one escaped error line."""
+"""The MCP server's tools and resources in process, on SQLite and PostgreSQL: each makes
+the CLI's library call, answers bounded JSON, and turns a board error into one escaped
+error line."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -15,15 +15,10 @@ from kanban import approvals, claims
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.transitions import Actor
-from tests.support.db import open_sqlite
+from tests.support.db import STORES
 from tests.support.mcp_client import answer, call, in_process, resource_text, text_of
 
-
-@pytest.fixture
-def kb(tmp_path: Path) -> Iterator[Kanban]:
-    db = open_sqlite(tmp_path / "kanban.db")
-    yield Kanban(db)
-    db.dispose()
+pytestmark = pytest.mark.parametrize("store", STORES, indirect=True)
 
 
 def waiting_on_approval(kb: Kanban, title: str, board: str = "default") -> int:
