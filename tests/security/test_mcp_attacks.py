@@ -177,3 +177,16 @@ def test_stdio_writes_nothing_but_the_protocol(board: BoardFiles, tmp_path: Path
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and len(lines) == 1, (done.stdout, done.stderr)
     assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "kanban"
+
+
+@pytest.mark.parametrize("query", ['"', "*", "\x00", "a OR b) --", "NEAR(a b)",
+                                   "'; DROP TABLE card; --", "\x1b[2J", "é" * 500])
+def test_a_search_query_is_words_never_syntax(board: BoardFiles, query: str) -> None:
+    board.add("a card about tables")
+    result = call(board.kb, board.home, "search_cards", {"query": query})
+    text = text_of(result)
+    if result.is_error:
+        assert "search for at least one word" in text
+    else:
+        assert answer(result)["hits"] == []
+    assert [c.title for c in board.kb.list_cards()] == ["a card about tables"]
