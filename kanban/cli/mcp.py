@@ -44,7 +44,7 @@ def mcp(ctx: click.Context, over_http: bool, host: str, port: int, token: str | 
         given = [f"--{name}" for name in ("host", "port", "token")
                  if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
         if given:
-            raise click.UsageError(f"{', '.join(given)} go with --http", ctx)
+            raise click.UsageError(f"{', '.join(given)}: only with --http", ctx)
         from kanban.mcp_server.server import build_server
 
         build_server(served).run("stdio")

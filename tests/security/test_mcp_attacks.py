@@ -157,7 +157,7 @@ def test_the_http_transport_will_not_start_unguarded(board: BoardFiles) -> None:
     cases = [
         (("mcp", "--http", "--token", ""), "needs a token"),
         (("mcp", "--http", "--host", "0.0.0.0", "--token", "short"), "shorter than 16"),
-        (("mcp", "--port", "9"), "go with --http"),
+        (("mcp", "--port", "9"), "--port: only with --http"),
         (("--board", "nope", "mcp"), "no board named 'nope'"),
     ]
     for args, says in cases:
