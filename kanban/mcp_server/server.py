@@ -29,6 +29,9 @@ Status = Annotated[str, Field(pattern=f"^({'|'.join(STATUS_NAMES)})$")]
 Note = Annotated[str | None, Field(max_length=v.MAX_COMMENT)]
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+# Approving lets a worker run a command the dangerous-command gate held for a person: a
+# client that asks before destructive calls asks its user here.
+APPROVES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 
 INSTRUCTIONS = """A kanban board, {board!r}, whose cards are worked by agents (a `kanban
 dispatch` process runs them). Add a card with a title and a goal; read it back with
@@ -147,7 +150,7 @@ def _card_tools(server: MCPServer, board: McpBoard) -> None:
 
 
 def _decision_tools(server: MCPServer, board: McpBoard) -> None:
-    @server.tool(annotations=WRITES, structured_output=False)
+    @server.tool(annotations=APPROVES, structured_output=False)
     def approve_command(card_id: CardId, note: Note = None) -> str:
         """Approve the command a blocked card waits on: its next attempt runs exactly
         that command without asking."""

@@ -64,6 +64,21 @@ def test_add_card_refuses_before_anything_is_stored(kb: Kanban, tmp_path: Path,
     assert kb.list_cards() == []
 
 
+def test_only_approving_a_command_is_marked_destructive(kb: Kanban, tmp_path: Path) -> None:
+    async def listing() -> dict[str, tuple[bool | None, bool | None]]:
+        async with in_process(kb, tmp_path) as client:
+            tools = (await client.list_tools()).tools
+            return {t.name: (t.annotations.read_only_hint, t.annotations.destructive_hint)
+                    for t in tools if t.annotations is not None}
+
+    hints = anyio.run(listing)
+    assert len(hints) == 11
+    assert {name for name, (_, destructive) in hints.items() if destructive} == {
+        "approve_command"}
+    assert {name for name, (read_only, _) in hints.items() if read_only} == {
+        "list_cards", "search_cards", "show_card", "read_board"}
+
+
 def test_command_approvals_are_approved_and_denied(kb: Kanban, tmp_path: Path) -> None:
     yes, no = waiting_on_approval(kb, "push"), waiting_on_approval(kb, "push again")
     approved = answer(call(kb, tmp_path, "approve_command", {"card_id": yes, "note": "ok"}))
