@@ -9,7 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FACES = ("kanban.cli", "kanban.web")
+FACES = ("kanban.cli", "kanban.web", "kanban.mcp_server")
 
 
 def package_files() -> Iterator[tuple[str, Path]]:
