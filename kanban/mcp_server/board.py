@@ -17,7 +17,8 @@ from kanban.cards import NewCard
 from kanban.errors import ValidationError
 from kanban.records import CardDetail, CardRecord
 from kanban.service import Kanban
-from kanban.state.config import Config, resolve_config
+from kanban.state.config import Config
+from kanban.state.config_file import resolve_config
 from kanban.transitions import Actor
 
 ACTOR = Actor("mcp")  # the history says a change came through the MCP server
