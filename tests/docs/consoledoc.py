@@ -6,6 +6,10 @@ by its output. An HTML comment right before a block steers it:
     <!-- test: skip REASON -->        not run; the reason is in the test id
     <!-- test: fresh -->              a new, empty project folder from here on
     <!-- test: unordered -->          each command's lines may come in any order
+    <!-- test: needs postgres -->     the page's shell gets $PG, a fresh PostgreSQL database
+                                      (shown as SHOWN_PG); without a server the block skips
+    <!-- test: needs llm -->          the page's OLLAMA address (Ollama's port on loopback) is
+                                      a fake OpenAI-compatible server from tests/support
     <!-- test: setup
     shell lines run before the block, output unchecked (a failure fails the block)
     -->
@@ -27,6 +31,8 @@ from pathlib import Path
 FENCE = re.compile(r"^```console[ \t]*$")
 MARKER = re.compile(r"<!--\s*test:\s*(\w+)[ \t]*(.*?)\s*-->", re.S)
 SHOWN_HOME = "/home/you"  # where the pages' reader lives; the temp home is shown as this
+SHOWN_PG = "postgresql://kanban@db.internal/kanban"  # the pages' PostgreSQL database
+OLLAMA = "127.0.0.1:11434"  # a page's model server: the fake one under test
 SEPARATOR = "\x1e"
 
 
@@ -46,6 +52,7 @@ class Block:
     fresh: bool = False
     unordered: bool = False
     setup: str = ""
+    needs: str | None = None
 
     @property
     def id(self) -> str:
@@ -103,6 +110,8 @@ def _apply_markers(block: Block, comments: str) -> None:
             block.unordered = True
         elif kind == "setup":
             block.setup = rest.strip()
+        elif kind == "needs" and rest.strip() in ("postgres", "llm"):
+            block.needs = rest.strip()
         else:
             raise ValueError(f"{block.page}:{block.line}: unknown marker 'test: {kind}'")
 
@@ -164,23 +173,66 @@ def script(page_blocks: list[Block], home: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def run_page(page_blocks: list[Block], root: Path, timeout: float = 240) -> Outcome:
+@dataclass
+class PageRun:
+    """A page's shell, started; `outcome()` waits for it and reads what it printed."""
+
+    process: subprocess.Popen[str]
+    shown: dict[str, str]  # what the shell printed → how the page shows it
+    timeout: float
+
+    def outcome(self) -> Outcome:
+        try:
+            printed, _ = self.process.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            printed, _ = self.process.communicate()
+            raise AssertionError(f"the page's shell took over {self.timeout:g}s:\n"
+                                 f"{printed[-2000:]}") from None
+        for real, page in self.shown.items():
+            printed = printed.replace(real, page)
+        return parse(printed)
+
+
+def start_page(page_blocks: list[Block], root: Path, *, timeout: float = 240,
+               pg_url: str | None = None, llm_address: str | None = None) -> PageRun:
+    """Start a page's examples in a shell of their own (pages run side by side: most of
+    their time is spent waiting on workers); `llm_address` (host:port) stands in for
+    OLLAMA, `pg_url` is $PG."""
     env = environment(root)
     home = Path(env["HOME"])
     home.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["bash", "-c", script(page_blocks, home)], cwd=home, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    text = done.stdout.replace(str(home), SHOWN_HOME)
+    text = script(page_blocks, home)
+    shown = {str(home): SHOWN_HOME}
+    if pg_url:
+        env["PG"] = pg_url
+        shown[pg_url] = SHOWN_PG
+    if llm_address:
+        text = text.replace(OLLAMA, llm_address)
+        shown[llm_address] = OLLAMA
+    process = subprocess.Popen(["bash", "-c", text], cwd=home, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return PageRun(process, shown, timeout)
+
+
+def run_page(page_blocks: list[Block], root: Path, *, timeout: float = 240,
+             pg_url: str | None = None, llm_address: str | None = None) -> Outcome:
+    return start_page(page_blocks, root, timeout=timeout, pg_url=pg_url,
+                      llm_address=llm_address).outcome()
+
+
+def parse(printed: str) -> Outcome:
     outcome = Outcome()
-    for chunk in text.split(SEPARATOR)[1:]:
+    chunks = printed.split(SEPARATOR)[1:]
+    for chunk in chunks:
         head, _, body = chunk.partition("\n")
         if head.startswith("setup "):
             if "setup failed" in body:
                 outcome.setup_failures[int(head.split()[1])] = body
         elif head != "end":
             outcome.outputs[int(head)] = body
-    if "end" not in [c.partition("\n")[0] for c in text.split(SEPARATOR)]:
-        raise AssertionError(f"the page's shell stopped early:\n{text[-2000:]}")
+    if "end" not in [c.partition("\n")[0] for c in chunks]:
+        raise AssertionError(f"the page's shell stopped early:\n{printed[-2000:]}")
     return outcome
 
 
@@ -248,16 +300,34 @@ def update(path: Path, outcome: Outcome, page_blocks: list[Block]) -> int:
     return len(stale)
 
 
+def _run_standalone(page_blocks: list[Block]) -> Outcome:
+    """A page's run outside pytest, with the fake model server and a fresh PostgreSQL
+    database when its blocks need them."""
+    import tempfile
+    from contextlib import ExitStack
+
+    from tests.support.db import fresh_postgres_database
+    from tests.support.llm_server import LLMServer
+
+    needs = {b.needs for b in page_blocks}
+    with tempfile.TemporaryDirectory() as root, ExitStack() as stack:
+        pg_url = stack.enter_context(fresh_postgres_database()) if "postgres" in needs else None
+        llm = None
+        if "llm" in needs:
+            from tests.docs.test_examples import _answer
+
+            llm = stack.enter_context(LLMServer(responder=_answer)).url.removeprefix("http://")
+        return run_page(page_blocks, Path(root), pg_url=pg_url, llm_address=llm)
+
+
 def main(argv: list[str]) -> None:
     """`python -m tests.docs.consoledoc [--update] PAGE…`: run pages' examples and print
     what each command prints now; --update writes it into the page where it differs."""
-    import tempfile
 
     write = argv[:1] == ["--update"]
     for page in argv[1:] if write else argv:
         page_blocks = blocks(Path(page), page)
-        with tempfile.TemporaryDirectory() as root:
-            outcome = run_page(page_blocks, Path(root))
+        outcome = _run_standalone(page_blocks)
         if write:
             print(f"{page}: {update(Path(page), outcome, page_blocks)} outputs rewritten")
             continue

@@ -9,12 +9,25 @@ failure names its line, and a skipped block shows its reason in its id).
 from __future__ import annotations
 
 import difflib
-from functools import cache
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.docs.consoledoc import Block, Outcome, blocks, matches, normalise, run_page, shown
+from tests.docs.consoledoc import (
+    Block,
+    Outcome,
+    PageRun,
+    blocks,
+    matches,
+    normalise,
+    shown,
+    start_page,
+)
+from tests.support.db import fresh_postgres_database
+from tests.support.llm_bodies import called_tools
+from tests.support.llm_server import LLMServer, Reply, text_reply, tool_reply
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -31,21 +44,79 @@ def _page_blocks() -> dict[str, list[Block]]:
 BLOCKS = _page_blocks()
 
 
-@cache
-def _outcome(page: str, root: str) -> Outcome:
-    return run_page(BLOCKS[page], Path(root))
+def _answer(body: dict[str, Any]) -> Reply:
+    """A model that completes its card at once, naming itself: enough to show a profile
+    reaching its server."""
+    if "kanban_complete" in called_tools(body):
+        return text_reply("done")
+    return tool_reply(("kanban_complete", {"summary": f"{body.get('model')} answered"}))
 
 
 @pytest.fixture(scope="session")
-def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("docs")
+def docs_llm() -> Iterator[str]:
+    """A fake OpenAI-compatible server standing in for a page's Ollama or vLLM."""
+    with LLMServer(responder=_answer) as server:
+        yield server.url.removeprefix("http://")
+
+
+@pytest.fixture(scope="session")
+def docs_pg_url() -> Iterator[str]:
+    """One fresh PostgreSQL database for the pages that need one (skip_or_fail without)."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
+class Pages:
+    """Each page's run, shared by its blocks' tests. The first test to ask starts every
+    selected page at once (they mostly wait on workers, so side by side they take about
+    as long as the slowest); a page needing PostgreSQL starts when asked, so that only its
+    own tests skip without a server."""
+
+    def __init__(self, request: pytest.FixtureRequest, root: Path) -> None:
+        self.request, self.root = request, root
+        self.started: dict[str, PageRun] = {}
+        self.outcomes: dict[str, Outcome] = {}
+
+    def outcome(self, page: str) -> Outcome:
+        if not self.started:
+            selected = {item.callspec.params["block"].page for item in self.request.session.items
+                        if hasattr(item, "callspec") and "block" in item.callspec.params}
+            for name in sorted(selected - {page}):
+                if not self._needs(name, "postgres"):
+                    self._start(name)
+        if page not in self.started:
+            self._start(page)
+        if page not in self.outcomes:
+            self.outcomes[page] = self.started[page].outcome()
+        return self.outcomes[page]
+
+    def _needs(self, page: str, what: str) -> bool:
+        return any(b.needs == what for b in BLOCKS[page])
+
+    def _start(self, page: str) -> None:
+        pg_url = self.request.getfixturevalue("docs_pg_url") \
+            if self._needs(page, "postgres") else None
+        llm = self.request.getfixturevalue("docs_llm") if self._needs(page, "llm") else None
+        self.started[page] = start_page(BLOCKS[page], self.root / page.replace("/", "_"),
+                                        pg_url=pg_url, llm_address=llm)
+
+
+@pytest.fixture(scope="session")
+def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Pages]:
+    found = Pages(request, tmp_path_factory.mktemp("docs"))
+    yield found
+    for run in found.started.values():
+        if run.process.poll() is None:
+            run.process.kill()
+        run.process.communicate()  # reaps it and closes its pipe
 
 
 @pytest.mark.parametrize("block", [
     pytest.param(b, id=b.id, marks=[pytest.mark.skip(reason=b.skip)] if b.skip else [])
     for page in BLOCKS.values() for b in page])
-def test_console_example(block: Block, runs_root: Path) -> None:
-    outcome = _outcome(block.page, str(runs_root / block.page.replace("/", "_")))
+def test_console_example(block: Block, pages: Pages) -> None:
+    outcome = pages.outcome(block.page)
     assert block.line not in outcome.setup_failures, outcome.setup_failures.get(block.line)
     for command in block.commands:
         actual = outcome.outputs[command.line]
