@@ -240,8 +240,9 @@ def parse(printed: str) -> Outcome:
 
 _VOLATILE = [
     # times: 2026-11-23 11:12:47.574 +00:00, ISO with T and Z or an offset
-    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?: ?(?:[+-]\d\d:?\d\d|Z|UTC))?"),
-     "<TIME>"),
+    # (a zone's abbreviation changes with daylight saving: CET, CEST)
+    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?"
+                r"(?: ?(?:[+-]\d\d:?\d\d|Z\b|[A-Z]{3,5}\b))?"), "<TIME>"),
     (re.compile(r"\bpid \d+"), "pid <PID>"),
     (re.compile(r"\b\d+ workers at most"), "<N> workers at most"),
     # durations and ages: 0.03s, 12ms, (3s ago), ⏲ in 21h, 1h30m
@@ -252,6 +253,9 @@ _VOLATILE = [
     (re.compile(r"\btokens? [\d,]+\b"), "tokens <N>"),
     (re.compile(r"\b[\d,]+ tokens\b"), "<N> tokens"),
     (re.compile(r"\bkanban \d+\.\d+\.\d+\S*"), "kanban <VERSION>"),
+    # commit ids and other hashes: hex with a letter and a digit in it
+    (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"), "<HEX>"),
+    (re.compile(r"─{3,}"), "───"),  # a table's rule is as wide as its widest row
     (re.compile(r"[ \t]+"), " "),  # column alignment follows the widest figure
 ]
 

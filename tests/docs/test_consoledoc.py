@@ -71,6 +71,7 @@ def test_volatile_parts_are_forgiven_on_both_sides() -> None:
     printed = ("2027-01-02 03:04:05.678 +00:00 #1 done (completed) after 1.2s: pid 99 "
                "exit 0, tokens 3,424 in / 60 out\n#2 ready 12s Test")
     assert normalise(page_says) == normalise(printed)
+    assert matches("on branch kanban/1 at 395e53f", "on branch kanban/1 at 0c1d2e3")
     assert matches(page_says, printed)
 
 
