@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -279,11 +278,8 @@ def matches(expected: str, actual: str, *, unordered: bool = False) -> bool:
 
 
 def shown(command: Command) -> str:
-    """The command as a reader would retype it (for failure messages)."""
-    try:
-        return shlex.join(shlex.split(command.text))
-    except ValueError:
-        return command.text
+    """The command as the page writes it, continuation lines joined (for messages)."""
+    return command.text
 
 
 def update(path: Path, outcome: Outcome, page_blocks: list[Block]) -> int:

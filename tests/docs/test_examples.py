@@ -97,7 +97,8 @@ class Pages:
         pg_url = self.request.getfixturevalue("docs_pg_url") \
             if self._needs(page, "postgres") else None
         llm = self.request.getfixturevalue("docs_llm") if self._needs(page, "llm") else None
-        self.started[page] = start_page(BLOCKS[page], self.root / page.replace("/", "_"),
+        folder = self.root / f"page{list(BLOCKS).index(page)}"  # no page name in paths
+        self.started[page] = start_page(BLOCKS[page], folder,
                                         pg_url=pg_url, llm_address=llm)
 
 
