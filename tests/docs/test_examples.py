@@ -9,7 +9,8 @@ failure names its line, and a skipped block shows its reason in its id).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +61,11 @@ def docs_llm() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def docs_pg_url() -> Iterator[str]:
-    """One fresh PostgreSQL database for the pages that need one (skip_or_fail without)."""
-    with fresh_postgres_database() as url:
-        yield url
+def docs_pg_urls() -> Iterator[Callable[[], str]]:
+    """Fresh PostgreSQL databases, one per page that needs one (skip_or_fail without a
+    server); all dropped at the end of the session."""
+    with ExitStack() as stack:
+        yield lambda: stack.enter_context(fresh_postgres_database())
 
 
 class Pages:
@@ -94,7 +96,7 @@ class Pages:
         return any(b.needs == what for b in BLOCKS[page])
 
     def _start(self, page: str) -> None:
-        pg_url = self.request.getfixturevalue("docs_pg_url") \
+        pg_url = self.request.getfixturevalue("docs_pg_urls")() \
             if self._needs(page, "postgres") else None
         llm = self.request.getfixturevalue("docs_llm") if self._needs(page, "llm") else None
         folder = self.root / f"page{list(BLOCKS).index(page)}"  # no page name in paths
