@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean chromium bwrap
+.PHONY: demo test bench lint docs clean chromium bwrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,9 +41,15 @@ bwrap:
 bench: $(STAMP)
 	$(PY) -m bench
 
+# The documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link or a page
+# missing from the nav fails the build.
+docs: $(STAMP)
+	$(PY) -m pip install -qq -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) scripts/typecheck.py
 
 clean:
-	rm -rf $(VENV) .kanban-demo build
+	rm -rf $(VENV) .kanban-demo build site
