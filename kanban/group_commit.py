@@ -51,7 +51,23 @@ class GroupCommitter:
 
     def wait(self, ticket: Ticket[Outcome], timeout: float | None = None) -> Outcome:
         """The write's outcome once committed; a refusal (LeaseLost) or failure is raised."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        self._settle(ticket, None if timeout is None else time.monotonic() + timeout)
+        return ticket.result(0)
+
+    def write(self, write: Write, timeout: float | None = None) -> Outcome:
+        """Submit and wait."""
+        return self.wait(self.submit(write), timeout)
+
+    def write_all(self, writes: Sequence[Write]) -> list[Ticket[Outcome]]:
+        """Submit several writes and wait until all are answered (refusals and failures
+        stay in their tickets)."""
+        tickets = [self.submit(w) for w in writes]
+        for ticket in tickets:
+            self._settle(ticket, None)
+        return tickets
+
+    def _settle(self, ticket: Ticket[Outcome], deadline: float | None) -> None:
+        """Until the ticket is answered: lead when no commit is under way, else wait."""
         while not ticket.done():
             with self._lock:
                 lead = not self._leading and not ticket.done()
@@ -62,20 +78,6 @@ class GroupCommitter:
             else:  # the leader drains the queue, this write included, before it stops
                 ticket.exception(None if deadline is None else
                                  max(0.0, deadline - time.monotonic()))
-        return ticket.result(0)
-
-    def write(self, write: Write, timeout: float | None = None) -> Outcome:
-        """Submit and wait."""
-        return self.wait(self.submit(write), timeout)
-
-    def write_all(self, writes: Sequence[Write]) -> list[Ticket[Outcome]]:
-        """Submit several writes and wait until all are answered (refusals stay in their
-        tickets)."""
-        tickets = [self.submit(w) for w in writes]
-        for ticket in tickets:
-            if not ticket.done():
-                self.wait(ticket)
-        return tickets
 
     def _lead(self) -> None:
         """Commit batch after batch until the queue is empty, then step down (under the

@@ -3,7 +3,11 @@ commit together, yet each is fenced by its own claim token; a stale one is refus
 
 from __future__ import annotations
 
+import shutil
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +17,9 @@ from kanban.errors import LeaseLost, ValidationError
 from kanban.group_commit import GroupCommitter
 from kanban.records import Claim
 from kanban.service import Kanban
-from kanban.state.store import Database
+from kanban.state.errors import TransientDatabaseError
+from kanban.state.sqlite import SQLiteDatabase
+from kanban.state.store import Conn, Database
 from kanban.transitions import Actor
 from tests.support.db import STORES, card_row, events_of, hand_back, runs_of
 
@@ -174,3 +180,51 @@ def test_threads_writing_at_once_each_get_their_own_answer(kb: Kanban) -> None:
         assert isinstance(answers[c.card_id], LeaseLost) == stale
         assert kb.card(c.card_id).status == ("running" if stale else "done")
     assert 1 <= gc.batches <= len(claimed)
+
+
+class FailingCommits(SQLiteDatabase):
+    """A store whose next `failures` write transactions fail at their end (rolled back),
+    `in_doubt` as when the connection drops while committing."""
+
+    failures = 0
+    in_doubt = False
+
+    @contextmanager
+    def write(self) -> Iterator[Conn]:
+        with super().write() as conn:
+            yield conn
+            if self.failures:
+                self.failures -= 1
+                raise TransientDatabaseError("connection lost at COMMIT", in_doubt=self.in_doubt)
+
+
+@pytest.fixture
+def failing(tmp_path: Path, sqlite_template: Path) -> Iterator[FailingCommits]:
+    shutil.copyfile(sqlite_template, tmp_path / "kanban.db")
+    db = FailingCommits(tmp_path / "kanban.db")
+    yield db
+    db.dispose()
+
+
+def test_a_commit_in_doubt_acknowledges_nothing(failing: FailingCommits) -> None:
+    kb = Kanban(failing)
+    for n in range(3):
+        kb.add_card(NewCard(f"card {n}"))
+    claimed = kb.claim(3, lease_s=30)
+    failing.failures, failing.in_doubt = 1, True
+    tickets = committer(kb).write_all([finish(c) for c in claimed])
+    # not retried one by one: the batch may have landed, and a retry would be refused
+    assert all(isinstance(t.exception(), TransientDatabaseError) for t in tickets)
+    assert {kb.card(c.card_id).status for c in claimed} == {"running"}
+
+
+def test_a_failed_batch_is_retried_write_by_write(failing: FailingCommits) -> None:
+    kb = Kanban(failing)
+    for n in range(3):
+        kb.add_card(NewCard(f"card {n}"))
+    claimed = kb.claim(3, lease_s=30)
+    failing.failures, failing.in_doubt = 2, False  # the batch, then the first write alone
+    tickets = committer(kb).write_all([finish(c) for c in claimed])
+    assert isinstance(tickets[0].exception(), TransientDatabaseError)
+    assert [t.result() for t in tickets[1:]] == [None, None]
+    assert [kb.card(c.card_id).status for c in claimed] == ["running", "done", "done"]
