@@ -3,10 +3,12 @@ commit together, yet each is fenced by its own claim token; a stale one is refus
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,8 +22,11 @@ from kanban.service import Kanban
 from kanban.state.errors import TransientDatabaseError
 from kanban.state.sqlite import SQLiteDatabase
 from kanban.state.store import Conn, Database
+from kanban.tools.scope import WorkerScope
 from kanban.transitions import Actor
-from tests.support.db import STORES, card_row, events_of, hand_back, runs_of
+from kanban.worker.activity import Activity
+from kanban.worker.heartbeat import HeartbeatThread
+from tests.support.db import STORES, FakeClock, card_row, events_of, hand_back, runs_of
 
 BOTH = pytest.mark.parametrize("store", STORES, indirect=True)
 
@@ -228,3 +233,25 @@ def test_a_failed_batch_is_retried_write_by_write(failing: FailingCommits) -> No
     assert isinstance(tickets[0].exception(), TransientDatabaseError)
     assert [t.result() for t in tickets[1:]] == [None, None]
     assert [kb.card(c.card_id).status for c in claimed] == ["running", "done", "done"]
+
+
+@BOTH
+def test_a_heartbeat_stores_fresh_activity_in_the_same_commit(kb: Kanban, db: Database,
+                                                              clock: FakeClock) -> None:
+    kb.add_card(NewCard("watched"))
+    (claim,) = kb.claim(1, lease_s=30)
+    scope = WorkerScope(kb, "default", claim.card_id, claim.claim_token, claim.run_id,
+                        lease_s=30)
+    activity = Activity(max_turns=5)
+    activity.model_call(1, "scripted:x")
+    beat = HeartbeatThread(scope, activity=activity)
+    clock.advance(10)
+    beat._renew()
+    row, (run,) = card_row(db, claim.card_id), runs_of(db, claim.card_id)
+    assert row["lease_expires_at"] == clock.now + timedelta(seconds=30) == scope.lease_until
+    assert json.loads(run["activity"])["phase"] == "model"
+    hand_back(kb, claim.card_id)  # the card is taken from this worker: both writes refused
+    activity.tool_started("terminal")
+    with pytest.raises(LeaseLost):
+        beat._renew()
+    assert json.loads(runs_of(db, claim.card_id)[0]["activity"])["phase"] == "model"
