@@ -121,8 +121,9 @@ def _one(conn: Conn, write: Write, now: datetime) -> Outcome:
         return claims.heartbeat(conn, write.card_id, write.claim_token, run_id=write.run_id,
                                 lease_s=write.lease_s, now=now, note=_note(write.note))
     transitions.assert_lease(conn, write.card_id, write.claim_token)
-    claims.record_activity(conn, write.run_id, write.card_id, write.claim_token,
-                           write.activity, now=now)
+    if not claims.record_activity(conn, write.run_id, write.card_id, write.claim_token,
+                                  write.activity, now=now):
+        raise _lost(write.card_id)  # a run that is not this claim's
     return None
 
 
