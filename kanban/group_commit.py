@@ -6,7 +6,8 @@ No thread of its own: the first waiter that finds no commit under way leads, com
 everything queued, batch after batch, until the queue is empty; the others wait for their
 answer. Each caller is answered only after the commit that holds its write returned, so an
 acknowledged completion is never lost; a write refused by its own claim token gets its own
-LeaseLost while its batch-mates commit.
+LeaseLost while its batch-mates commit. Never wait while holding a transaction of the
+same database in the same thread: the batch's own transaction would wait for it.
 """
 
 from __future__ import annotations
