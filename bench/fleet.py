@@ -8,8 +8,8 @@ times a second:
 - 14.2: the writer's wait for SQLite's write lock, p99, against the same writer alone;
 - 14.3: PSS per worker, sampled while all N stream, against a bare interpreter holding one
   sqlite3 connection;
-- 14.4: what planning needs: workers per GiB and per core (the CPU the whole fleet used
-  divided by the wall time of the run, per worker).
+- 14.4: what planning needs: workers per GiB, and in its note workers per core (the CPU
+  the whole fleet used over the wall time of the run, per worker).
 Every card must end done after exactly one run (no lease lost, no attempt spent twice).
 """
 
@@ -166,11 +166,12 @@ def _rows(size: FleetSize, got: Measured, idle: float, alone: list[float], once:
         Row("14.3", f"PSS per worker, {size.workers} streaming", "MiB", worker_mib,
             None if floor is None else floor / 1024, label, Goal("value", "<=", 8, "MiB"),
             note=f"median of {len(got.worker_kib)} workers (openai SDK loaded)"),
-        Row("14.4", "streaming workers per core (N / fleet CPU)", "", per_core, None, "-",
-            note=f"dispatcher, forkserver and workers used {got.fleet_pct:.0f}% of a core "
-                 f"over the run, spawning and reaping included"),
-        Row("14.5", "streaming workers per GiB (1024 / PSS)", "", 1024 / worker_mib, None,
-            "-"),
-        Row("14.6", "cards done after exactly one run", "cards", once, size.workers,
+        Row("14.4", "streaming workers per GiB (1024 / PSS)", "", 1024 / worker_mib,
+            None if floor is None else 1024 * 1024 / floor,
+            "bare interpreters per GiB (the floor above)", None,
+            note=f"and {per_core:.0f} streaming workers per core: dispatcher, forkserver and "
+                 f"workers used {got.fleet_pct:.0f}% of a core over the run, spawning and "
+                 f"reaping included"),
+        Row("14.5", "cards done after exactly one run", "cards", once, size.workers,
             "cards added", Goal("ratio", ">=", 1.0)),
     ]
