@@ -45,12 +45,13 @@ class Range:
                                    f"{self.high:g})"
 
     def text(self) -> str:
-        """As the reference shows it."""
+        """As the reference shows it (whole numbers in full, not as 1e+06)."""
+        low, high = _number(self.low), _number(self.high)
         if self.high is None:
-            return f"at least {self.low:g}"
+            return f"at least {low}"
         if self.exclusive:
-            return f"between {self.low:g} and {self.high:g}, exclusive"
-        return f"{self.low:g} to {self.high:g}"
+            return f"between {low} and {high}, exclusive"
+        return f"{low} to {high}"
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,12 @@ class Key:
         else:
             allowed = value in self.choices
         return None if allowed else f" must be {either(self.choices)}"
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def either(words: tuple[str, ...]) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 
 from kanban.state.config_keys import Key, Kind, keys
 from kanban.state.errors import ConfigError
-from kanban.state.network import parse_network, parse_pins
 
 # The providers a model spec may name (kept equal to kanban.agent.model.PROVIDERS by a test;
 # the store does not import the agent runtime).
@@ -138,6 +137,18 @@ def _regexes(value: Any, where: str) -> tuple[str, ...]:
     return patterns
 
 
+def _network(value: Any, where: str) -> Any:
+    from kanban.state.network import parse_network  # only when a config file gives one
+
+    return parse_network(value, where)
+
+
+def _host_addresses(value: Any, where: str) -> dict[str, str]:
+    from kanban.state.network import parse_pins
+
+    return parse_pins(value, where)
+
+
 def _hook_names(value: Any, where: str) -> tuple[str, ...]:
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(v, str) and ":" in v for v in names):
@@ -153,8 +164,8 @@ TEXT = Kind("string", _text)
 STRINGS = Kind("list of strings", _strings)
 STRING_OR_LIST = Kind("string or list of strings", _string_or_list)
 STRING_TABLE = Kind("table of strings", _string_table)
-NETWORK = Kind("boolean or list of host patterns", parse_network)
-HOST_ADDRESSES = Kind('table of host = "IP address"', parse_pins)
+NETWORK = Kind("boolean or list of host patterns", _network)
+HOST_ADDRESSES = Kind('table of host = "IP address"', _host_addresses)
 MODEL = Kind("model spec (provider:MODEL)", _model)
 MODELS = Kind("list of model specs", _models)
 URL = Kind("http:// or https:// URL", _url)
