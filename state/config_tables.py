@@ -17,7 +17,8 @@ DAY = 24 * 3600.0
 class Limits:
     """`[limits]`: dispatcher-wide limits, and what a lead may delegate."""
 
-    max_workers: int = setting(0, "Workers per dispatcher; 0: two per core, capped by memory.",
+    max_workers: int = setting(0, "Workers per dispatcher; 0: two per core, capped by "
+                               "memory and at 32.",
                                range=Range(0, 1024))
     lease_s: float = setting(30.0, "Seconds a claimed card stays claimed without a heartbeat.",
                              range=Range(1, 3600))
@@ -94,7 +95,7 @@ class Delivery:
     """`[delivery]`: how cron results and notifications reach their targets
     (`kanban cron add --deliver`, `kanban notify add --deliver`)."""
 
-    webhook_secret: str | None = setting(None, "Signs webhook bodies; $KANBAN_WEBHOOK_SECRET "
+    webhook_secret: str | None = setting(None, "Signs webhook bodies; `$KANBAN_WEBHOOK_SECRET` "
                                          "wins.")
     webhook_timeout_s: float = setting(10.0, "Seconds one webhook request may take.")
     command_timeout_s: float = setting(60.0, "Seconds a cmd: target may run.")

@@ -35,8 +35,8 @@ class Profile:
                                 "its API key is set, else scripted:demo.", kind=MODEL)
     toolsets: tuple[str, ...] = setting(("kanban",), "The tools its cards get: kanban, file, "
                                         "terminal, web, mcp:NAME or a plug-in's name.")
-    base_url: str | None = setting(None, "The model's server (unset: $OPENAI_BASE_URL or "
-                                   "$ANTHROPIC_BASE_URL, else the provider's).", kind=URL)
+    base_url: str | None = setting(None, "The model's server (unset: `$OPENAI_BASE_URL` or "
+                                   "`$ANTHROPIC_BASE_URL`, else the provider's).", kind=URL)
     timeout_s: float = setting(600.0, "Seconds a card's run may take.", range=Range(1, 7 * DAY))
     max_turns: int = setting(20, "Model turns per run.", range=Range(1, 1000))
     token_budget: int | None = setting(200_000, "Tokens a run may use.", range=Range(1, 10**9))
@@ -98,8 +98,7 @@ class Profile:
                                                kind=HOST_ADDRESSES)
     sandbox: str = setting("auto", "auto: bubblewrap where it works; required: refuse to run "
                            "without; off.", choices=("auto", "required", "off"))
-    # Absolute paths (`~`: the real home) a card's sandbox shows read-only / lets it write,
-    # beside the system, its workspace, its own HOME and a private /tmp.
+    # Beside the system, its workspace, its own HOME and a private /tmp.
     sandbox_read: tuple[str, ...] = setting((), "Absolute paths (~: your home) the sandbox "
                                             "shows read-only.", kind=STRING_OR_LIST)
     sandbox_write: tuple[str, ...] = setting((), "Absolute paths the sandbox lets it write; "
@@ -107,14 +106,12 @@ class Profile:
     workspace: str | None = setting(None, "The cards' default workspace (unset: scratch).",
                                     choices=("scratch", "worktree", "parent", "dir:PATH"),
                                     pattern=WORKSPACE_SPEC)
-    # orchestrator: its delegated cards may delegate in turn (issue 16), and it gets
-    # kanban_list and kanban_unblock (issue 19); decomposer: it splits triaged cards.
     role: str = setting("leaf", "orchestrator: its children may delegate in turn (within "
-                        "max_depth); decomposer: it splits triaged cards.",
+                        "max_depth) and it gets kanban_list and kanban_unblock; decomposer: "
+                        "it splits triaged cards.",
                         choices=("leaf", "orchestrator", "decomposer"))
-    # A root card's budget for its whole tree (itself and every card below it): no child
-    # starts, and no more are delegated, once the tree has spent it.
-    tree_token_budget: int | None = setting(None, "Tokens a root card's whole tree may use.",
+    tree_token_budget: int | None = setting(None, "Tokens a root card's whole tree (it and every "
+                                            "card below it) may use; then no child starts.",
                                             range=Range(1, 10**12))
     tree_max_cost: float | None = setting(None, "Dollars a root card's whole tree may spend.")
     review: str | None = setting(None, "The default review gate of cards added with it.",

@@ -40,12 +40,19 @@ def walk(command: click.Command, ctx: click.Context) -> Iterator[tuple[click.Com
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is not None and not sub.hidden:
-                yield from walk(sub, click.Context(sub, info_name=name, parent=ctx))
+                yield from walk(sub, context(sub, name, ctx))
+
+
+def context(command: click.Command, name: str, parent: click.Context | None = None,
+            ) -> click.Context:
+    """A context as running the command makes one (its settings give the help option's
+    names, which click then keeps on the command)."""
+    return click.Context(command, info_name=name, parent=parent, **command.context_settings)
 
 
 def cli_reference(root: click.Command) -> str:
     """cli.md: the global options once, then a section per command."""
-    ctx = click.Context(root, info_name="kanban")
+    ctx = context(root, "kanban")
     sections = [CLI_INTRO, _global_section(root, ctx)]
     sections += [_command_section(command, sub) for command, sub in walk(root, ctx)
                  if sub.parent is not None]
@@ -148,24 +155,24 @@ def outputs() -> dict[Path, str]:
     return {CLI_MD: cli_reference(app), CONFIG_MD: config_reference()}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Write the references; with --check, list the stale ones and exit 1 instead."""
+def main(argv: Sequence[str] | None = None, root: Path = REPO) -> int:
+    """Write the references under `root`; with --check, name the stale ones on stderr and
+    exit 1 instead."""
     args = list(sys.argv[1:] if argv is None else argv)
     check = "--check" in args
     stale = []
     for relative, text in outputs().items():
-        path = REPO / relative
+        path = root / relative
         if path.exists() and path.read_text() == text:
             continue
         stale.append(str(relative))
-        if not check:
+        if check:
+            print(f"{relative}: out of date; run `{REGENERATE}`", file=sys.stderr)
+        else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-    verb = "stale (run `make reference`)" if check else "written"
-    for name in stale:
-        print(f"{name}: {verb}", file=sys.stderr if check else sys.stdout)
+            print(f"{relative}: written")
     return 1 if check and stale else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

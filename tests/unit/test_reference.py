@@ -3,15 +3,17 @@ config.toml accepts goes undocumented (`make reference` regenerates both files).
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import MISSING, fields
+from pathlib import Path
 from typing import Any
 
 import click
 import pytest
 
 from kanban.cli.app import app
-from kanban.cli.reference import CLI_MD, CONFIG_MD, REPO, outputs, walk
+from kanban.cli.reference import CLI_MD, CONFIG_MD, REPO, context, main, outputs, walk
 from kanban.state.config import Config
 from kanban.state.config_keys import Key, key_of, keys
 from kanban.state.config_parse import TABLES, Table, parse_config
@@ -37,14 +39,29 @@ BASES = {"prices": {"input": 1, "output": 2}, "mcp": {"command": "prog"}}
 
 
 def test_the_references_are_the_generators_output() -> None:
-    stale = [str(path) for path, text in outputs().items()
-             if not (REPO / path).exists() or (REPO / path).read_text() != text]
-    assert stale == [], f"{', '.join(stale)} out of date: run `make reference` and commit"
+    for path, text in outputs().items():
+        written = (REPO / path).read_text() if (REPO / path).exists() else ""
+        changes = list(difflib.unified_diff(written.splitlines(), text.splitlines(), "written",
+                                            "generated", n=0, lineterm=""))
+        assert not changes, (f"{path} is out of date: run `make reference` and commit it\n"
+                             + "\n".join(changes[:20]))
+
+
+def test_make_reference_writes_what_check_then_finds_current(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--check"], root=tmp_path) == 1
+    assert f"{CLI_MD}: out of date; run `make reference`" in capsys.readouterr().err
+    assert main([], root=tmp_path) == 0
+    assert (tmp_path / CONFIG_MD).read_text() == outputs()[CONFIG_MD]
+    assert main(["--check"], root=tmp_path) == 0
+    (tmp_path / CONFIG_MD).write_text("edited by hand\n")
+    assert main(["--check"], root=tmp_path) == 1
+    assert capsys.readouterr().err.strip() == f"{CONFIG_MD}: out of date; run `make reference`"
 
 
 def test_every_command_option_and_argument_is_in_the_cli_reference() -> None:
     text = (REPO / CLI_MD).read_text()
-    root = click.Context(app, info_name="kanban")
+    root = context(app, "kanban")
     for command, ctx in walk(app, root):
         assert (command.help or "").strip(), f"`{ctx.command_path}` has no help"
         if ctx.parent is not None:
