@@ -60,11 +60,14 @@ def cli_reference(root: click.Command) -> str:
 
 
 def _global_section(root: click.Command, ctx: click.Context) -> str:
+    options = [p for p in root.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]
+    shared = [f"`{max(p.opts, key=len)}`" for p in options
+              if GLOBAL.intersection(p.opts) or p is root.get_help_option(ctx)]
     lines = ["## kanban", "", *paragraphs(root.help or ""), "",
              "```text", _usage(root, ctx), "```", "",
-             "Global options, accepted before or after any command:", ""]
-    options = [p for p in root.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]
-    lines += [_option_item(p, ctx) for p in options]
+             f"Its options; {', '.join(shared[:-1])} and {shared[-1]} also work after any "
+             "command:", "",
+             *(_option_item(p, ctx) for p in options)]
     return "\n".join(lines) + "\n"
 
 
