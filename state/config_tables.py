@@ -69,7 +69,8 @@ class WebSettings:
     max_bytes: int = setting(2_000_000, "The largest page web_fetch reads (bytes).")
     timeout_s: float = setting(20.0, "Seconds one fetch may take.")
     max_redirects: int = setting(5, "Redirects one fetch follows.")
-    search: str | None = setting(None, "web_search's engine (unset: no web_search).",
+    search: str | None = setting(None, "web_search's engine (unset: web_search says it is "
+                                 "not set up).",
                                  choices=("searxng", "brave", "tavily"))
     search_url: str | None = setting(None, "The search engine's address (SearXNG's; optional "
                                      "for brave and tavily).")
