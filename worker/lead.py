@@ -78,6 +78,21 @@ def lead_model(config: Config, env: Mapping[str, str], explicit: str | None) -> 
     return OFFLINE_LEAD if resolved.startswith("scripted:") else resolved
 
 
+def usable_lead_model(config: Config, env: Mapping[str, str], explicit: str | None) -> str:
+    """The lead's model spec, refused now (before anything is stored) if it is unknown or
+    its API key is missing: built as the lead's worker builds it (its profile's base_url,
+    api and api_key_env), without calling it."""
+    from kanban.worker.runtime import model_chain
+
+    spec = lead_model(config, env, explicit)
+    built = model_chain(config.profiles.get(LEAD_PROFILE, config.profile("default")), spec,
+                        env)
+    close = getattr(built, "close", None)
+    if close is not None:
+        close()
+    return spec
+
+
 def children_model(lead_spec: str) -> str | None:
     """Children run on the lead's model; an offline lead's children use their profile's."""
     return None if lead_spec.startswith("scripted:") else lead_spec

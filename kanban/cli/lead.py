@@ -130,7 +130,9 @@ def _run(ctx: click.Context, goal: str | None, model: str | None, context: str,
     location = location_of(ctx)
     config = with_limits(config_of(ctx), max_children_per_call=max_children,
                          max_concurrent_children=max_concurrent, child_timeout_s=child_timeout)
-    spec = _usable_model(config, model)
+    from kanban.worker.lead import usable_lead_model
+
+    spec = usable_lead_model(config, os.environ, model)
     lead = _Lead(goal, context, board, spec, _notifier(ctx, notify_target))
     if detach:
         _detach(kb, lead, quiet=quiet)
@@ -162,23 +164,6 @@ def _check_one_mode(goal: str | None, attach_id: int | None, resume_id: int | No
     if len(chosen) != 1:
         raise click.UsageError("give a GOAL, or --attach ID, or --resume ID" if not chosen
                                else f"{' and '.join(chosen)} cannot be used together")
-
-
-def _usable_model(config: Config, model: str | None) -> str:
-    """The lead's model spec, refused now (before anything is stored) if it is unknown or
-    its API key is missing: built as the lead's worker builds it (its profile's base_url,
-    api and api_key_env), without calling it."""
-    from kanban.tools.delegate import LEAD_PROFILE
-    from kanban.worker.lead import lead_model
-    from kanban.worker.runtime import model_chain
-
-    spec = lead_model(config, os.environ, model)
-    built = model_chain(config.profiles.get(LEAD_PROFILE, config.profile("default")), spec,
-                        os.environ)
-    close = getattr(built, "close", None)
-    if close is not None:
-        close()
-    return spec
 
 
 @dataclass(frozen=True)

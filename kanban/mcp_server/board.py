@@ -112,9 +112,9 @@ class McpBoard:
     def start_lead(self, goal: str, context: str) -> dict[str, Any]:
         """`kanban run --detach`: the lead as a card for the board's dispatchers. Its model
         is the configured lead's, refused now if it cannot be built (no API key)."""
-        from kanban.worker.lead import add_lead
+        from kanban.worker.lead import add_lead, usable_lead_model
 
-        model = usable_lead_model(self.config())
+        model = usable_lead_model(self.config(), os.environ, None)
         card_id = add_lead(self.kanban, goal=goal, context=context, board=self.board,
                            model=model)
         return {"card_id": card_id, "board": self.board, "model": model}
@@ -135,21 +135,6 @@ def review_gate(config: Config, gate: str | None) -> str | None:
         return gate_spec(verify=None, reviewer=argument, human=False)
     raise ValidationError("gate must be 'human' or 'reviewer:PROFILE' (a verify command is "
                           "set with `kanban add --verify`)")
-
-
-def usable_lead_model(config: Config) -> str:
-    """The lead's model spec, built once (as its worker builds it) to refuse it now."""
-    from kanban.tools.delegate import LEAD_PROFILE
-    from kanban.worker.lead import lead_model
-    from kanban.worker.runtime import model_chain
-
-    spec = lead_model(config, os.environ, None)
-    built = model_chain(config.profiles.get(LEAD_PROFILE, config.profile("default")), spec,
-                        os.environ)
-    close = getattr(built, "close", None)
-    if close is not None:
-        close()
-    return spec
 
 
 def brief(card: CardRecord) -> dict[str, Any]:
