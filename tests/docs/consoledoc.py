@@ -252,8 +252,11 @@ _VOLATILE = [
     (re.compile(r"\btokens? [\d,]+\b"), "tokens <N>"),
     (re.compile(r"\b[\d,]+ tokens\b"), "<N> tokens"),
     (re.compile(r"\bkanban \d+\.\d+\.\d+\S*"), "kanban <VERSION>"),
-    # commit ids and other hashes: hex with a letter and a digit in it
+    # commit ids and other hashes: hex with a letter and a digit in it, and any short
+    # commit id where git prints one ("on branch kanban/1 at 8634809": digits only 4% of
+    # the time)
     (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"), "<HEX>"),
+    (re.compile(r"(?<= at )\d{7,40}\b"), "<HEX>"),
     (re.compile(r"─{3,}"), "───"),  # a table's rule is as wide as its widest row
     (re.compile(r"[ \t]+"), " "),  # column alignment follows the widest figure
 ]

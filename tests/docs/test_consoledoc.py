@@ -72,6 +72,7 @@ def test_volatile_parts_are_forgiven_on_both_sides() -> None:
                "exit 0, tokens 3,424 in / 60 out\n#2 ready 12s Test")
     assert normalise(page_says) == normalise(printed)
     assert matches("on branch kanban/1 at 395e53f", "on branch kanban/1 at 0c1d2e3")
+    assert matches("on branch kanban/1 at 395e53f", "on branch kanban/1 at 8634809")
     assert matches(page_says, printed)
 
 
