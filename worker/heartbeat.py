@@ -38,7 +38,9 @@ class HeartbeatThread:
         self.activity = activity
         self.interrupt = interrupt
         self.interval = max(0.05, scope.lease_s / 3)
-        watching = activity is not None or interrupt is not None
+        # On a quiet store (PostgreSQL) its connection is closed between renewals.
+        watching = (activity is not None or interrupt is not None) and \
+            not scope.kb.db.quiet_worker
         self.check_s = min(check_s, self.interval) if watching else self.interval
         self._stopped = False
         self._wake = activity.urgent if activity is not None else threading.Event()
