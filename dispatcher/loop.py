@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -76,8 +75,6 @@ class Dispatcher(FaultDuties, Stopping):
         self.instance = Instance()
         self.host = self.instance.host
         self.wake = Doorbell()
-        self.stop_requested = threading.Event()
-        self.hand_back = threading.Event()
         self.workers = LocalWorkers()
         self.ran: set[int] = set()  # the cards it claimed (`dispatch --once` judges them)
         self.id: int | None = None
@@ -97,7 +94,7 @@ class Dispatcher(FaultDuties, Stopping):
         self._spawner_gone = False  # the forkserver died and could not be restarted yet
         self._breaker_stored = False  # whether the stored breaker state says open
         self._claims_in_doubt = False  # a write failed mid-outage: a claim may have landed
-        self._stop_calls = 0  # request_stop calls (signals): the second hands cards back
+        self.init_stopping()
         self.file_guard: FileGuard | None = None  # SQLite: keeps the -wal file in place
         self.slots: SlotGate | None = None  # PostgreSQL: its workers' connections, bounded
 
