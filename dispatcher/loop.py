@@ -45,7 +45,7 @@ from kanban.records import Claim
 from kanban.service import Kanban
 from kanban.state.config import Config, Profile, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
-from kanban.state.pg_fleet import SLOTS_ENV, SlotGate, worker_slots
+from kanban.state.pg_fleet import SLOTS_ENV, SlotGate
 from kanban.state.retry import retry_transient
 from kanban.state.sqlite_errors import BUSY
 from kanban.state.store import FileGuard
@@ -114,8 +114,8 @@ class Dispatcher(FaultDuties, Stopping):
                         stop=self.stop_requested, on_retry=self._say_retry)
         self._start_file_guard()
         if self.kb.db.dialect == "postgresql":
-            self.slots = SlotGate(self.home / "run" / f"pg-slots-{self.instance.id[:16]}",
-                                  worker_slots(self.max_workers)).create()
+            self.slots = SlotGate.for_workers(
+                self.home / "run" / f"pg-slots-{self.instance.id[:16]}", self.max_workers).create()
         self.spawner = self._new_spawner()
         self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s, wakeups_only=True)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()

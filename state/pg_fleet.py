@@ -4,8 +4,10 @@ A worker's connections come from a `LeanPool`: at most one idle connection, clos
 `IDLE_S` after its last use, so a worker waiting for its model or a command holds none.
 A dispatcher bounds its workers' connections together with connection *slots*: files in a
 folder of its own, one flock per open connection (`SlotGate`). The kernel drops a dead
-worker's locks, so a crash never leaks a slot. A dispatcher of W workers thus holds at
-most `connection_bound(W)` server connections (docs/postgres-fleet.md).
+worker's locks, so a crash never leaks a slot. A few slots are kept for lease renewals
+(a thread marked `urgent`), which a busy fleet's start-up reads must never starve. A
+dispatcher of W workers thus holds at most `connection_bound(W)` server connections
+(docs/postgres-fleet.md).
 
 Behind a transaction-mode pooler (PgBouncer) no session state may outlive a transaction:
 timeouts are set with SET LOCAL in each one (`session_sql`), prepared statements are off,
@@ -27,16 +29,25 @@ from typing import IO, Any
 
 SLOTS_ENV = "KANBAN_DB_SLOTS"  # "<folder>:<count>": the dispatcher's slots, for its workers
 LISTEN_ENV = "KANBAN_DB_LISTEN"  # a direct URL for LISTEN, or "off" to poll
-IDLE_S = 0.25  # a worker's idle connection is closed this long after its last use
-SLOT_WAIT_S = (0.005, 0.03)  # between looks for a free slot (jittered)
+IDLE_S = 0.1  # a worker's idle connection is closed this long after its last use
+SLOT_WAIT_S = (0.002, 0.006)  # between looks for a free slot (jittered)
+TURNSTILE = "turnstile"
 DISPATCHER_POOL = 4  # the dispatcher's own pool (state/postgres.py POOL_MAX)
 WORKERS_PER_SLOT = 8
+WORKERS_PER_URGENT_SLOT = 16
 MIN_SLOTS = 2
+_URGENT = threading.local()
 
 
 def worker_slots(max_workers: int) -> int:
-    """How many connections a dispatcher's workers may hold at once."""
-    return max(MIN_SLOTS, math.ceil(max_workers / WORKERS_PER_SLOT))
+    """How many connections a dispatcher's workers may hold at once (urgent ones too)."""
+    return max(MIN_SLOTS, math.ceil(max_workers / WORKERS_PER_SLOT)) + \
+        urgent_slots(max_workers)
+
+
+def urgent_slots(max_workers: int) -> int:
+    """Of those, the slots only lease renewals may take."""
+    return max(1, math.ceil(max_workers / WORKERS_PER_URGENT_SLOT))
 
 
 def connection_bound(max_workers: int) -> int:
@@ -45,54 +56,90 @@ def connection_bound(max_workers: int) -> int:
     return DISPATCHER_POOL + 1 + worker_slots(max_workers)
 
 
+def mark_urgent() -> None:
+    """This thread renews a lease: its connections may take the reserved slots."""
+    _URGENT.on = True
+
+
+def is_urgent() -> bool:
+    return bool(getattr(_URGENT, "on", False))
+
+
 class SlotsBusy(Exception):
     """Every slot stayed taken for the whole wait."""
 
 
 class SlotGate:
     """`count` slot files in `folder`; holding an exclusive flock on one is the right to
-    one open connection."""
+    one open connection. The first `urgent` of them only urgent threads take."""
 
-    def __init__(self, folder: Path, count: int) -> None:
+    def __init__(self, folder: Path, count: int, urgent: int = 0) -> None:
         self.folder = folder
         self.count = count
+        self.urgent = min(urgent, count - 1)
+
+    @classmethod
+    def for_workers(cls, folder: Path, max_workers: int) -> SlotGate:
+        return cls(folder, worker_slots(max_workers), urgent_slots(max_workers))
 
     @classmethod
     def from_env(cls, value: str | None) -> SlotGate | None:
         if not value:
             return None
-        folder, _, count = value.rpartition(":")
+        folder, _, counts = value.rpartition(":")
+        count, _, urgent = counts.partition("/")
         try:
-            return cls(Path(folder), int(count)) if folder and int(count) > 0 else None
+            gate = cls(Path(folder), int(count), int(urgent or 0))
         except ValueError:
             return None
+        return gate if folder and gate.count > 0 else None
 
     @property
     def env_value(self) -> str:
-        return f"{self.folder}:{self.count}"
+        return f"{self.folder}:{self.count}/{self.urgent}"
 
     def create(self) -> SlotGate:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for n in range(self.count):
-            (self.folder / f"slot-{n}").touch(mode=0o600)
+        for name in self._files():
+            (self.folder / name).touch(mode=0o600)
         return self
 
     def remove(self) -> None:
-        for n in range(self.count):
+        for name in self._files():
             with suppress(OSError):
-                (self.folder / f"slot-{n}").unlink()
+                (self.folder / name).unlink()
         with suppress(OSError):
             self.folder.rmdir()
+
+    def _files(self) -> list[str]:
+        return [TURNSTILE, *(f"slot-{n}" for n in range(self.count))]
 
     def take(self, timeout: float) -> IO[bytes] | None:
         """An open, locked slot file (closing it frees the slot); None when the folder is
         gone (the dispatcher stopped: an orphan connects ungated). SlotsBusy after
-        `timeout` seconds of every slot taken."""
+        `timeout` seconds of every slot taken.
+
+        Ordinary takers queue on the turnstile's lock, asleep in the kernel, and only the
+        one holding it looks for a free slot: a crowd of waiters burns no CPU (their
+        polling starved the slots' holders of a 2-core machine). Urgent takers (few) look
+        at once, at their reserved slots first."""
         deadline = time.monotonic() + timeout
-        order = list(range(self.count))
+        if is_urgent():
+            return self._look(deadline, [*range(self.urgent)], [*range(self.urgent,
+                                                                         self.count)])
+        try:
+            turn = open(self.folder / TURNSTILE, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return None
+        with turn:
+            fcntl.flock(turn.fileno(), fcntl.LOCK_EX)  # closing the file lets the next in
+            return self._look(deadline, [], [*range(self.urgent, self.count)])
+
+    def _look(self, deadline: float, reserved: list[int], shared: list[int]
+              ) -> IO[bytes] | None:
         while True:
-            random.shuffle(order)
-            for n in order:
+            random.shuffle(shared)
+            for n in reserved + shared:
                 try:
                     slot = open(self.folder / f"slot-{n}", "rb")  # noqa: SIM115 - held open
                 except FileNotFoundError:
@@ -170,7 +217,7 @@ class LeanPool:
         return raw
 
     def putconn(self, raw: Any) -> None:
-        keep = not (raw.closed or raw.broken)
+        keep = not (raw.closed or raw.broken or is_urgent())  # a reserved slot goes back
         with self._cond:
             if keep and self._idle is None and not self._closed:
                 self._idle, self._idle_until = raw, time.monotonic() + self._idle_s

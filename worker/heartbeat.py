@@ -16,6 +16,7 @@ from kanban import claims
 from kanban.agent import standby
 from kanban.agent.interrupt import Interrupt
 from kanban.errors import LeaseLost
+from kanban.state.pg_fleet import mark_urgent
 from kanban.state.retry import Backoff
 from kanban.tools.scope import WorkerScope
 from kanban.transitions import assert_lease
@@ -56,6 +57,7 @@ class HeartbeatThread:
             self._thread.join(timeout)
 
     def run(self) -> None:
+        mark_urgent()  # a busy fleet's start-up reads never take the renewals' connections
         renew_at = time.monotonic() + self.interval
         wait, failures = self.check_s, 0
         while True:

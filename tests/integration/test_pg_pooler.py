@@ -148,6 +148,6 @@ def test_slots_bound_the_connections_of_many_workers(pg_url: str, tmp_path: Path
 
 
 def test_the_documented_bound() -> None:
-    assert worker_slots(1) == 2 and worker_slots(64) == 8 and worker_slots(65) == 9
-    assert connection_bound(64) == 13
+    assert worker_slots(1) == 3 and worker_slots(64) == 12 and worker_slots(65) == 14
+    assert connection_bound(64) == 17
     assert 4 * connection_bound(64) < 100  # four dispatchers of 64 fit a stock server
