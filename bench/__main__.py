@@ -19,6 +19,7 @@ from bench import (
     latency,
     memory,
     netproxy,
+    pg_fleet,
     postgres,
     recovery,
     resume,
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
+    "pg_fleet": pg_fleet.run,  # server connections of 4 dispatchers' workers, pooled or not
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"
 
