@@ -170,6 +170,8 @@ class PostgresDatabase(Database):
             if "unsupported startup parameter" not in str(exc):
                 raise
             self.pooled = True
+            if not self.lean_pool:  # its connections would ask for the options again
+                self._drop_pool()
             return self._psycopg.connect(url, **self.connect_kwargs())
         try:
             self._learn_pooled(raw)
@@ -236,6 +238,12 @@ class PostgresDatabase(Database):
                     self._pool.open(wait=False)
                 pool = self._pool
         return pool
+
+    def _drop_pool(self) -> None:
+        with self._lock:
+            stale, self._pool = self._pool, None
+        if stale is not None:
+            stale.close(timeout=0)
 
     def _forget(self) -> None:
         """In a forked child: never touch the parent's pool or its sockets."""
@@ -305,10 +313,7 @@ class PostgresDatabase(Database):
             time.sleep(min(POOL_WAIT_S, _BACKOFF.cap_s))  # not a busy loop while it is away
             return exc
         probe.close()
-        with self._lock:
-            stale, self._pool = self._pool, None
-        if stale is not None:
-            stale.close(timeout=0)
+        self._drop_pool()
         return TransientDatabaseError(f"no free connection to {self.display}")
 
     @staticmethod

@@ -151,3 +151,39 @@ def test_the_documented_bound() -> None:
     assert worker_slots(1) == 3 and worker_slots(64) == 12 and worker_slots(65) == 14
     assert connection_bound(64) == 17
     assert 4 * connection_bound(64) < 100  # four dispatchers of 64 fit a stock server
+
+
+def test_no_connection_left_is_transient_never_a_crash(pg_url: str, tmp_path: Path) -> None:
+    """PgBouncer out of client slots (as a server out of max_connections): a transaction
+    waits and then fails as a transient error (the breaker's kind, no attempt spent);
+    once a connection frees up it goes through."""
+    import psycopg
+
+    from kanban.state.errors import TransientDatabaseError
+    from kanban.state.pg_faults import is_transient
+
+    full = psycopg.OperationalError("connection failed: FATAL:  sorry, too many clients "
+                                    "already")
+    assert is_transient(full, connecting=True)
+    open_postgres(pg_url).dispose()
+    with pgbouncer(tmp_path / "pgbouncer", pool_size=2, max_clients=1) as b:
+        url = b.url(pg_url)
+        hogs = []
+        while True:  # PgBouncer lets one client past max_client_conn: fill it up
+            try:
+                hogs.append(psycopg.connect(url, autocommit=True, connect_timeout=5))
+            except psycopg.OperationalError as exc:
+                assert "no more connections allowed" in str(exc)
+                break
+        db = PostgresDatabase(url, patience_s=1.0)
+        try:
+            with pytest.raises(TransientDatabaseError), \
+                    db.read():
+                pass  # pragma: no cover
+            hogs.pop().close()
+            with db.read() as conn:
+                assert conn.scalar("SELECT 1") == 1
+        finally:
+            for hog in hogs:
+                hog.close()
+            db.dispose()
