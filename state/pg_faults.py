@@ -10,6 +10,11 @@ _TRANSIENT_STATES = ("08", "40", "53", "55P03", "57014", "57P01", "57P02", "57P0
 _PERMANENT_ON_CONNECT = ("28", "3D", "42501")  # credentials, no such database, no access
 _PERMANENT_CONNECT_TEXT = ("authentication failed", "does not exist", "pg_hba.conf",
                            "permission denied", "password")
+# The server (or a pooler) has no connection to give: a fault of the host, which a worker
+# meets for a few seconds before handing its card back (no attempt spent).
+OUT_OF_CONNECTIONS = "connections"
+_NO_CONNECTION_TEXT = ("too many clients", "too many connections",
+                       "no more connections allowed", "remaining connection slots")
 
 
 def normalise_url(url: str) -> str:
@@ -49,3 +54,11 @@ def is_transient(exc: BaseException, *, connecting: bool = False) -> bool:
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def out_of_connections(exc: BaseException) -> bool:
+    """The server or pooler refused a connection for want of one ("too many clients")."""
+    if getattr(exc, "sqlstate", None) == "53300":
+        return True
+    text = str(exc)
+    return any(words in text for words in _NO_CONNECTION_TEXT)

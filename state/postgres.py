@@ -22,7 +22,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kanban.state.errors import DatabaseError, TransientDatabaseError
-from kanban.state.pg_faults import first_line, hide_password, is_transient, normalise_url
+from kanban.state.pg_faults import (
+    OUT_OF_CONNECTIONS,
+    first_line,
+    hide_password,
+    is_transient,
+    normalise_url,
+    out_of_connections,
+)
 from kanban.state.pg_fleet import LeanPool, SlotGate, SlotsBusy, listen_url, session_sql
 from kanban.state.retry import Backoff
 from kanban.state.store import Conn, Database
@@ -254,7 +261,8 @@ class PostgresDatabase(Database):
                    connecting: bool = False) -> DatabaseError:
         message = f"{what}: {first_line(exc)}"
         if is_transient(exc, connecting=connecting):
-            return TransientDatabaseError(message, in_doubt=in_doubt)
+            kind = OUT_OF_CONNECTIONS if out_of_connections(exc) else None
+            return TransientDatabaseError(message, in_doubt=in_doubt, kind=kind)
         return DatabaseError(message)
 
     def _checkout(self, begin: bool) -> tuple[Any, Any]:
