@@ -227,8 +227,8 @@ class NotifyWatcher:
 
 class PollWatcher:
     """PostgreSQL reached only through a transaction pooler, with no direct URL to LISTEN
-    on (KANBAN_DB_LISTEN): no notifications; the caller looks at the board every time its
-    wait ends (at the latest every POLL_S, and at once when `event` is set)."""
+    on (KANBAN_DB_LISTEN), or by a worker: no notifications; the caller looks at the board
+    every time its wait ends (at the latest every POLL_S, and at once when `event` is set)."""
 
     POLL_S = 1.0
 
@@ -245,7 +245,8 @@ def change_watcher(db: Database, *, poll_s: float = 0.005,
     """The watcher for this store: data_version and inotify on SQLite, LISTEN on PostgreSQL
     (whose notifications are the wake-ups already), polling behind a pooler alone."""
     if db.dialect == "postgresql":
-        if db.listening_url() is None:  # type: ignore[attr-defined]
+        # A worker (a lead waiting on its children) holds no connection while it waits.
+        if db.quiet_worker or db.listening_url() is None:  # type: ignore[attr-defined]
             return PollWatcher()
         return NotifyWatcher(db)
     return ChangeWatcher(db.path, poll_s=poll_s, wakeups_only=wakeups_only)
