@@ -112,8 +112,12 @@ class Stopping:
         running = list(self.workers)
         for worker in running:  # their cards stay claimed until the leases lapse
             procs.signal_group(worker.pid, signal.SIGKILL)
-        self._strand(sorted(w.card_id for w in running), "the database did not answer "
-                     "in time")
+        if running:
+            self._strand(sorted(w.card_id for w in running), "the database did not answer "
+                         "in time")
+        else:  # every card went back; recording the stop itself hung
+            event("stopping took longer than allowed (the database did not answer); "
+                  "exiting", logging.ERROR, kind="stop_overdue")
         with suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
