@@ -397,6 +397,7 @@ class Dispatcher(FaultDuties, Stopping):
                 self.file_guard.stop()
             if self.slots is not None:
                 self.slots.remove()  # workers left running connect ungated
+            self.stop_done()
 
     def _stopped(self) -> None:
         assert self.id is not None

@@ -50,6 +50,7 @@ class Stopping:
     _stop_calls: int
     _stop_deadline: float | None
     _stop_lock: threading.Lock
+    exit_when_stuck: bool
 
     # the loop's own, used here
     def reap_exited(self) -> None:
@@ -68,6 +69,9 @@ class Stopping:
         self._stop_deadline = None  # exit by then, whatever hangs
         self._stop_lock = threading.Lock()
         self.stranded = []
+        # Only a dispatcher that is its own process (`kanban dispatch`) may exit from the
+        # watchdog; one embedded in another program (or a test) never is.
+        self.exit_when_stuck = False
 
     def request_stop(self, signum: int | None = None) -> None:
         """First call: stop claiming, drain for --drain-timeout, hand the rest back. Second
@@ -79,8 +83,9 @@ class Stopping:
         self._stop_calls += 1
         again = self._stop_calls > 1
         self.stop_requested.set()
-        self._arm_stop_watch(SECOND_SIGNAL_S if again else self.opts.drain_timeout_s
-                             + self.opts.kill_grace_s + self.hand_back_budget())
+        if self.exit_when_stuck:
+            self._arm_stop_watch(SECOND_SIGNAL_S if again else self.opts.drain_timeout_s
+                                 + self.opts.kill_grace_s + self.hand_back_budget())
         if again:
             self.hand_back.set()
             event(f"handing back {len(self.workers)} running card(s)", logging.WARNING,
@@ -108,7 +113,7 @@ class Stopping:
         time.sleep(max(0.0, deadline - time.monotonic()))
         with self._stop_lock:
             if self._stop_deadline != deadline:
-                return  # a nearer deadline's thread acts
+                return  # a nearer deadline's thread acts, or the stop is over
         running = list(self.workers)
         for worker in running:  # their cards stay claimed until the leases lapse
             procs.signal_group(worker.pid, signal.SIGKILL)
@@ -122,6 +127,11 @@ class Stopping:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(EXIT_STRANDED)
+
+    def stop_done(self) -> None:
+        """Shutdown finished: the watchdog stands down."""
+        with self._stop_lock:
+            self._stop_deadline = -1.0
 
     def _strand(self, cards: list[int], why: str) -> None:
         self.stranded = cards
