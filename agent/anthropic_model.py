@@ -9,7 +9,7 @@ from typing import Any
 
 import anthropic
 
-from kanban.agent import tls
+import kanban.agent.tls as tls
 from kanban.agent.errors import ModelError
 from kanban.agent.keys import KeyRing
 from kanban.agent.openai_model import refused

@@ -6,12 +6,8 @@ These are how an embedder (the worker) stores and shows a run. Users' own hooks
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from kanban.agent.result import AgentResult
 from kanban.agent.types import Message, StreamEvent, ToolCall, ToolResult, Usage
-
-if TYPE_CHECKING:
-    from kanban.agent.loop import AgentResult
 
 
 class AgentHooks:

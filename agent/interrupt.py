@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
-from kanban.agent import standby
+import kanban.agent.standby as standby
 from kanban.agent.errors import ModelError
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 from kanban.agent.context import (
@@ -27,6 +27,7 @@ from kanban.agent.limits import BudgetWarnings, Limits, StopReason
 from kanban.agent.model import Model
 from kanban.agent.outputs import SavedOutputs
 from kanban.agent.pricing import PriceTable, context_window
+from kanban.agent.result import AgentResult
 from kanban.agent.tool_calls import ToolExecutor, TurnInfo, screen_calls
 from kanban.agent.types import (
     Message,
@@ -52,23 +53,6 @@ GRACE_PROMPT = (
 )
 SKIPPED_TOOL_TEXT = "not run: the run's time limit was reached"
 __all__ = ["AgentResult", "Limits", "StopReason", "run_agent"]
-
-
-@dataclass(frozen=True)
-class AgentResult:
-    """How a run ended; `text` is the last assistant message's text, `cost` its dollars
-    (`priced` False when some model's price was unknown)."""
-
-    text: str | None
-    stop_reason: StopReason
-    usage: Usage
-    messages: list[Message]
-    turns: int
-    error: str | None = None
-    fatal: bool = False
-    cost: float = 0.0
-    priced: bool = True
-    compressions: int = 0
 
 
 def run_agent(

@@ -146,7 +146,7 @@ def _build(spec: str, env: Mapping[str, str], options: ModelOptions, keys: list[
         keys = [key]
     url = options.base_url or env.get(BASE_URL_VARS[family]) or None
     if provider == "anthropic":
-        from kanban.agent import anthropic_model as wire
+        import kanban.agent.anthropic_model as wire
 
         return wire.AnthropicModel(
             name, api_key=keys, base_url=url or wire.DEFAULT_BASE_URL, timeout=options.timeout,

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 
-from kanban.agent import tls
+import kanban.agent.tls as tls
 from kanban.agent.errors import ModelError
 from kanban.agent.keys import KeyRing
 from kanban.agent.retry import (

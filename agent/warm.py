@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kanban.agent import tls
+import kanban.agent.tls as tls
 from kanban.agent.types import Message, ToolSpec
 
 _TOOL = ToolSpec("warm_tool", "warms the tool paths", {

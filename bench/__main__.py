@@ -15,9 +15,11 @@ from bench import (
     claims,
     cli,
     daily,
+    fleet,
     idle,
     latency,
     memory,
+    metrics,
     netproxy,
     pg_fleet,
     postgres,
@@ -47,8 +49,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "scale": scale.run,  # a million cards against 10,000
     "resume": resume.run,  # a waiting orchestrator resumed after its last child
     "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait
+    "fleet": fleet.run,  # hundreds of workers streaming at once on one host
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
     "pg_fleet": pg_fleet.run,  # server connections of 4 dispatchers' workers, pooled or not
+    "metrics": metrics.run,  # a /metrics scrape at 100,000 cards against 1,000
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"
 

@@ -5,6 +5,8 @@ time-boxed and from a fresh copy:
 - kanban: `Kanban.claim(1)` (the dispatcher's claim), then the worker's completion
   (`transitions.complete` with the claim token in one write transaction, as the
   `kanban_complete` tool runs it), 1/4/8 processes;
+- kanban with 8 slots: as a dispatcher with 8 free slots runs it (bench.dispatch_cycles):
+  one transaction claims 8 cards, their 8 completions are group-committed, 1/4/8 processes;
 - raw, two transactions: the minimal logical work in plain sqlite3, one transaction per
   claim (take the best ready card, its run row, its event) and one per complete (fenced
   update, close the run, its event, look for dependents): the floor;
@@ -26,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Sizes, db_time, fill_cards, median, new_board, query
+from bench.dispatch_cycles import SLOTS, dispatcher_cycles
 from bench.report import Goal, Row
 
-_PRELOAD = ["kanban.service", "state", "huey.storage", "bench.claims"]
+_PRELOAD = ["kanban.service", "kanban.group_commit", "state", "huey.storage", "bench.claims"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,14 @@ def _kanban_loop(path: str, seconds: float, barrier: Any) -> tuple[int, float, f
     end = time.time()
     db.dispose()
     return done, start, end
+
+
+def _kanban_slots_loop(path: str, seconds: float, barrier: Any) -> tuple[int, float, float]:
+    def start() -> float:
+        barrier.wait()
+        return time.time()
+
+    return dispatcher_cycles(path, seconds, start=start)
 
 
 # The floor: the same logical work, each statement as plain as it can be.
@@ -157,8 +168,8 @@ def _huey_loop(path: str, seconds: float, barrier: Any) -> tuple[list[int], floa
 
 def _child(kind: str, path: str, seconds: float, barrier: Any, results: Any) -> None:
     try:
-        loop = {"kanban": _kanban_loop, "raw2": _raw2_loop, "raw1": _raw1_loop,
-                "huey": _huey_loop}[kind]
+        loop = {"kanban": _kanban_loop, "kanban_slots": _kanban_slots_loop,
+                "raw2": _raw2_loop, "raw1": _raw1_loop, "huey": _huey_loop}[kind]
         results.put(("ok", *loop(path, seconds, barrier)))
     except BaseException as exc:  # reported to the parent, which counts it
         barrier.abort()
@@ -244,6 +255,7 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
     new_board(template)
     fill_cards(template, sizes.claim_cards)
     kanban: dict[int, list[Outcome]] = {p: [] for p in sizes.claim_procs}
+    slots: dict[int, list[Outcome]] = {p: [] for p in sizes.claim_procs}
     huey: dict[int, list[Outcome]] = {p: [] for p in sizes.claim_procs}
     raw: dict[str, list[Outcome]] = {"raw2": [], "raw1": []}
     enqueue: list[float] = []
@@ -252,10 +264,12 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
             raw[kind].append(run_board(template, work, kind, 1, sizes.claim_seconds))
         for procs in sizes.claim_procs:
             kanban[procs].append(run_board(template, work, "kanban", procs, sizes.claim_seconds))
+            slots[procs].append(run_board(template, work, "kanban_slots", procs,
+                                          sizes.claim_seconds))
             outcome, rate = run_huey(work, procs, sizes.claim_seconds, sizes.claim_cards * 2)
             huey[procs].append(outcome)
             enqueue.append(rate)
-    return rows(kanban, huey, raw, median(enqueue))
+    return rows(kanban, huey, raw, median(enqueue)) + slot_rows(slots, kanban, raw)
 
 
 def rows(kanban: dict[int, list[Outcome]], huey: dict[int, list[Outcome]],
@@ -298,6 +312,29 @@ def rows(kanban: dict[int, list[Outcome]], huey: dict[int, list[Outcome]],
     out.append(Row(f"1.{n}", "double claims (cards run twice / huey dequeued twice)", "",
                    float(kanban_doubles + len(errors)), float(huey_doubles), "huey",
                    Goal("value", "==", 0), note))
+    return out
+
+
+def slot_rows(slots: dict[int, list[Outcome]], kanban: dict[int, list[Outcome]],
+              raw: dict[str, list[Outcome]]) -> list[Row]:
+    """The dispatcher's batched cycles beside the raw two-transaction loop and beside
+    kanban one card at a time (numbered after the rows above, which keep their keys)."""
+    two = median(o.rate for o in raw["raw2"])
+    out: list[Row] = []
+    for procs, outcomes in slots.items():
+        rate = median(o.rate for o in outcomes)
+        label = f"claim+complete/s, {_procs(procs)}, {SLOTS} slots"
+        doubles = sum(o.doubles for o in outcomes)
+        errors = [e for o in outcomes for e in o.errors]
+        note = f"one claim transaction for {SLOTS} cards, their completions group-committed"
+        if doubles or errors:
+            note += f"; {doubles} double claims, errors: {errors[:1]}"
+        out.append(Row(f"1.s{procs}", label, "/s", rate if not (doubles or errors) else None,
+                       two, "raw sqlite3, 1 transaction per claim + 1 per complete, 1 conn",
+                       Goal("ratio", ">=", 0.8), note))
+        out.append(Row(f"1.s{procs}.before", label, "/s", rate,
+                       median(o.rate for o in kanban[procs]),
+                       f"kanban one card per claim, {_procs(procs)}", None))
     return out
 
 

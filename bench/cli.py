@@ -22,11 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import Sizes, bench_env, fill_cards, median, new_board, query
+from bench.common import MIX, Sizes, bench_env, fill_cards, median, new_board, query, status_of
+from bench.hermes import seed_hermes
 from bench.report import Goal, Row
 
-MIX = (("done", 70), ("ready", 15), ("todo", 5), ("blocked", 3), ("failed", 4),
-       ("cancelled", 2), ("running", 1))
 GOAL = Goal("ratio", "<=", 5)
 
 # The queries each command's floor runs: the same ones the command needs to answer.
@@ -57,15 +56,6 @@ COMMANDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "add": (["add", "bench card"], _ADD),
     "status": (["status"], _STATUS),
 }
-
-
-def status_of(i: int) -> str:
-    slot = i % 100
-    for status, share in MIX:
-        if slot < share:
-            return status
-        slot -= share
-    return "done"
 
 
 def build(path: Path, cards: int) -> None:
@@ -170,7 +160,6 @@ def hermes_rows(sizes: Sizes, work: Path, kanban: list[str], env: dict[str, str]
     hermes = hermes_binary()
     if hermes is None or sizes.name == "smoke":
         return []
-    from bench.hermes import seed_hermes
 
     cards = 10_000
     home = work / "hermes-home"

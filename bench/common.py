@@ -157,6 +157,20 @@ def slow_steps(delay_s: float, beats: int) -> list[dict[str, Any]]:
     return [*([beat] * beats), done, {"text": "done"}]
 
 
+# The states of a board in use, by share of 100 cards (bench.cli, bench.scale, bench.hermes).
+MIX = (("done", 70), ("ready", 15), ("todo", 5), ("blocked", 3), ("failed", 4),
+       ("cancelled", 2), ("running", 1))
+
+
+def status_of(i: int) -> str:
+    slot = i % 100
+    for status, share in MIX:
+        if slot < share:
+            return status
+        slot -= share
+    return "done"
+
+
 def fill_cards(path: Path, n: int, *, status_of: Callable[[int], str] = lambda i: "ready",
                start_id: int | None = None) -> None:
     """Insert n cards in one transaction with executemany through the library's tables."""

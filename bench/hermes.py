@@ -11,7 +11,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from bench.cli import status_of
+from bench.common import status_of
 
 HERMES_STATES = {"failed": "blocked", "cancelled": "done"}  # no such states in Hermes
 

@@ -1,4 +1,4 @@
-"""Rows 16.1-16.2: PostgreSQL server connections (pg_stat_activity) held by running workers
+"""Rows 17.1-17.2: PostgreSQL server connections (pg_stat_activity) held by running workers
 of 4 dispatchers on a model that hangs, reaching the server directly and through PgBouncer
 (transaction pooling, 20 server connections), in one run. The baseline is what the design
 allows (docs/postgres-fleet.md): 4 × connection_bound(workers) directly; the pooler's 20
@@ -40,13 +40,13 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
     with scratch_database("fleet_direct") as url:
         held = _held(url, url, workers, work / "direct")
         bound = DISPATCHERS * connection_bound(workers)
-        rows.append(Row("16.1", f"server connections, {DISPATCHERS}×{workers} running "
+        rows.append(Row("17.1", f"server connections, {DISPATCHERS}×{workers} running "
                         "workers, direct", "", held, bound, "design bound",
                         Goal("value", "<=", bound)))
     with scratch_database("fleet_pooled") as url, \
             pgbouncer(work / "pgbouncer", pool_size=POOL) as bouncer:
         held = _held(bouncer.url(url), url, workers, work / "pooled")
-        rows.append(Row("16.2", f"server connections, {DISPATCHERS}×{workers} running "
+        rows.append(Row("17.2", f"server connections, {DISPATCHERS}×{workers} running "
                         "workers, through PgBouncer", "", held, POOL + DISPATCHERS,
                         "pool + LISTEN", Goal("value", "<=", POOL + DISPATCHERS)))
     return rows

@@ -114,7 +114,9 @@ def pgqueuer_fill(url: str, jobs: int) -> None:
     asyncio.run(fill())
 
 
-def pgqueuer_cycles(url: str, seconds: float, start_at: float) -> tuple[int, float, float]:
+def pgqueuer_cycles(url: str, seconds: float, start_at: float, batch: int = BATCH
+                    ) -> tuple[int, float, float]:
+    """Dequeue `batch` jobs at a time and log them all finished in one call."""
     from pgqueuer.queries import EntrypointExecutionParameter
 
     async def cycles() -> tuple[int, float, float]:
@@ -126,7 +128,7 @@ def pgqueuer_cycles(url: str, seconds: float, start_at: float) -> tuple[int, flo
             began = start_together(start_at)
             end = time.monotonic() + seconds
             while time.monotonic() < end:
-                jobs = await queries.dequeue(BATCH, entrypoints, manager, None,
+                jobs = await queries.dequeue(batch, entrypoints, manager, None,
                                              timedelta(seconds=60))
                 if not jobs:
                     break

@@ -7,7 +7,11 @@ procrastinate and pgqueuer on the same server, each in a database of its own.
 - cycles/s: take one ready item and finish it, in a loop, in 1 and 8 processes: kanban's
   claim (runs and events included) and fenced complete; procrastinate's fetch_job and
   finish_job; pgqueuer's dequeue and log_jobs.
+- cycles/s as a dispatcher with 8 free slots runs them (bench.dispatch_cycles): one claim
+  statement for 8 cards, their completions group-committed; beside pgqueuer taking one job
+  at a time (the rows above) and 8 at a time (dequeue 8, log the 8 in one call).
 
+Each database is analyzed after its fill (bench.postgres.analyze), the same for all.
 Rows are left out where no server answers on 127.0.0.1:5432 or a package is missing.
 """
 
@@ -20,9 +24,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from bench.common import Sizes, percentile, start_together
+from bench.dispatch_cycles import SLOTS, dispatcher_cycles
 from bench.pg_rivals import (
     BATCH,
     pgqueuer_cycles,
@@ -110,6 +116,11 @@ def _kanban_cycles(url: str, seconds: float, start_at: float) -> tuple[int, floa
     return done, began, time.time()
 
 
+def _kanban_dispatcher_cycles(url: str, seconds: float, start_at: float
+                              ) -> tuple[int, float, float]:
+    return dispatcher_cycles(url, seconds, start=lambda: start_together(start_at))
+
+
 def _kanban_latency(url: str, samples: int) -> list[float]:
     from kanban.cards import NewCard
     from kanban.dispatcher.wake import change_watcher
@@ -159,6 +170,9 @@ SYSTEMS: dict[str, tuple[str, Callable[[str, int], None],
     "procrastinate": ("procrastinate", procrastinate_fill, procrastinate_cycles,
                       procrastinate_latency),
     "pgqueuer": ("pgqueuer", pgqueuer_fill, pgqueuer_cycles, pgqueuer_latency),
+    "kanban_slots": ("kanban", _kanban_fill, _kanban_dispatcher_cycles, _kanban_latency),
+    "pgqueuer_slots": ("pgqueuer", pgqueuer_fill, partial(pgqueuer_cycles, batch=SLOTS),
+                       pgqueuer_latency),
 }
 
 
@@ -170,12 +184,24 @@ def _wait(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None
         time.sleep(0.0002)
 
 
+def analyze(url: str) -> None:
+    """Statistics for the freshly filled tables, as autovacuum gathers them within its
+    naptime: planned on an empty table's statistics, kanban's claim sorts the whole ready
+    queue (it takes the due-time index), which measures the planner's guess, not the queue.
+    Every system's database gets the same."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
 def throughput(system: str, procs: int, sizes: Sizes) -> float:
     """Cycles per second of `procs` processes over one pre-filled queue (a queue that runs
     dry ends the window early; the rate is over the time actually spent)."""
     _, fill, cycles, _ = SYSTEMS[system]
     with scratch_database(system) as url:
         fill(url, max(sizes.claim_cards, int(sizes.claim_seconds * FILL_PER_SECOND)))
+        analyze(url)
         start_at = time.time() + 1.5 + 0.3 * procs  # after every process is up
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(procs) as pool:
@@ -222,13 +248,37 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
                                  "start in its own worker" if p == 50 else ""))
     for procs in PROCS:
         ours_cps = throughput("kanban", procs, sizes)
+        theirs_cps = {other: throughput(other, procs, sizes) for other in others}
         target = 1000.0 if procs == 1 else 2000.0
         for other in others:
             rows.append(Row(f"pg.cps.{procs}.{other}",
-                            f"PostgreSQL claim+complete, {procs} process"
-                            f"{'es' if procs > 1 else ''}", "cycles/s", ours_cps,
-                            throughput(other, procs, sizes), other,
+                            f"PostgreSQL claim+complete, {_procs(procs)}", "cycles/s",
+                            ours_cps, theirs_cps[other], other,
                             Goal("value", ">=", target, "cycles/s"),
                             note=f"{sizes.claim_seconds:g} s over {sizes.claim_cards} ready "
                                  "items" if other == others[0] else ""))
+        rows += _slot_rows(procs, sizes, ours_cps, theirs_cps.get("pgqueuer"))
     return rows
+
+
+def _slot_rows(procs: int, sizes: Sizes, one_at_a_time: float,
+               pgqueuer: float | None) -> list[Row]:
+    """A dispatcher's batched cycles beside kanban one card at a time (the rows above) and
+    pgqueuer one job and SLOTS jobs at a time, all in this run."""
+    batched = throughput("kanban_slots", procs, sizes)
+    label = f"PostgreSQL claim+complete, {_procs(procs)}, {SLOTS} slots"
+    rows = [Row(f"pg.cps.{procs}.slots", label, "cycles/s", batched, one_at_a_time,
+                "kanban, one card per claim, one commit per complete", None,
+                f"a dispatcher with {SLOTS} free slots: one claim statement, the completions "
+                "group-committed, each acknowledged once committed")]
+    if pgqueuer is not None:
+        rows.append(Row(f"pg.cps.{procs}.slots.pgqueuer", label, "cycles/s", batched, pgqueuer,
+                        "pgqueuer, one job per dequeue", Goal("ratio", ">=", 1.0)))
+        rows.append(Row(f"pg.cps.{procs}.slots.pgqueuer{SLOTS}", label, "cycles/s", batched,
+                        throughput("pgqueuer_slots", procs, sizes),
+                        f"pgqueuer, {SLOTS} jobs per dequeue, logged in one call", None))
+    return rows
+
+
+def _procs(n: int) -> str:
+    return f"{n} process" if n == 1 else f"{n} processes"

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.cli import status_of
-from bench.common import Sizes, kanban_at, median, new_board
+from bench.common import Sizes, kanban_at, median, new_board, status_of
 from bench.report import Goal, Row
 
 GOAL = Goal("ratio", "<=", 1.5)

@@ -73,7 +73,7 @@ def serial_in_process(path: str, n: int) -> float:
     """Claim and run each card's worker in this process, one after another; cards/s."""
     from kanban.service import Kanban
     from kanban.state import DbLocation, open_database
-    from kanban.state.config import load_config
+    from kanban.state.config_file import load_config
     from kanban.worker.main import WorkerEnv, run_card
     from kanban.worker.sandboxing import probe_host
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,10 +18,15 @@ from kanban.textsafety import json_safe, visible
 LOGGER = "kanban.dispatcher"
 log = logging.getLogger(LOGGER)
 LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG}
+# Hear every event's fields whatever the log level (the metrics count them).
+Listener = Callable[[dict[str, Any]], None]
+listeners: list[Listener] = []
 
 
 def event(message: str, level: int = logging.INFO, **fields: Any) -> None:
     """One card event: `message` for people, `fields` for machines."""
+    for listener in listeners:
+        listener(fields)
     log.log(level, message, extra={"fields": fields})
 
 

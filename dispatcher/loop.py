@@ -277,6 +277,7 @@ class Dispatcher(FaultDuties, Stopping):
                 if not claims.has_claimable(conn, now=now, flt=flt):
                     self._next_due = claims.next_due(conn, now=now, flt=flt)
                     return
+        began = time.monotonic()  # dispatch latency: from here to each worker's start
         claimed = self.kb.claim(slots, lease_s=self.lease_s, flt=flt, dispatcher_id=self.id,
                                 host=self.host)
         self.ran.update(c.card_id for c in claimed)
@@ -284,12 +285,13 @@ class Dispatcher(FaultDuties, Stopping):
             with self.kb.db.read() as conn:
                 self._next_due = claims.next_due(conn, now=self.kb.clock(), flt=flt)
             return
-        started = [(c, pid) for c in claimed if (pid := self.spawn(c)) is not None]
-        self._unrecorded += [(c.run_id, pid, process_start(pid)) for c, pid in started]
-        for c, pid in started:
+        started = [(c, pid, time.monotonic() - began) for c in claimed
+                   if (pid := self.spawn(c)) is not None]
+        self._unrecorded += [(c.run_id, pid, process_start(pid)) for c, pid, _ in started]
+        for c, pid, took in started:
             event(f"claimed #{c.card_id} attempt {c.attempt} on {c.board}: worker pid {pid}",
                   kind="claimed", card=c.card_id, attempt=c.attempt, board=c.board, pid=pid,
-                  run=c.run_id, profile=c.profile)
+                  run=c.run_id, profile=c.profile, dispatch_s=round(took, 6))
         self.record_processes()
 
     def record_processes(self) -> None:

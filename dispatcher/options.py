@@ -14,3 +14,5 @@ class DispatchOptions:
     kill_grace_s: float = 5.0
     drain_timeout_s: float = 0.0  # on stop: how long running workers may finish first
     warm: bool = True
+    metrics_port: int | None = None  # serve /metrics here (0: any free port)
+    metrics_host: str = "127.0.0.1"  # loopback unless told otherwise

@@ -116,6 +116,7 @@ def log_exit(d: Dispatcher, worker: LocalWorker, code: int) -> None:
                                              result.card_status != "done" else "")
           + (f"; {result.waits_for}" if result.waits_for else ""),
           level, kind="finished", card=c.card_id, attempt=c.attempt, pid=worker.pid,
+          board=c.board, profile=c.profile,
           exit_code=code, status=result.card_status, outcome=outcome,
           duration_s=round(took, 3), input_tokens=result.input_tokens,
           output_tokens=result.output_tokens, cached_tokens=result.cached_tokens,

@@ -12,7 +12,8 @@ from kanban.dispatcher.environment import seal_dispatcher
 from kanban.dispatcher.loop import Dispatcher
 from kanban.dispatcher.options import DispatchOptions
 from kanban.service import Kanban
-from kanban.state.config import SCRIPTED_DEMO, resolve_config
+from kanban.state.config import SCRIPTED_DEMO
+from kanban.state.config_file import resolve_config
 from kanban.state.paths import DbLocation
 from kanban.tools.sandbox import check_sandbox
 
@@ -74,6 +75,25 @@ def dispatch(kb: Kanban, location: DbLocation, options: DispatchOptions, *,
     for note in startup_notes(dispatcher):
         say(note)
     dispatcher.exit_when_stuck = True  # this process is the dispatcher (stopping.py)
-    with stop_on_signals(dispatcher):
+    with stop_on_signals(dispatcher), serving_metrics(dispatcher, say):
         dispatcher.run(once=once)
     return dispatcher
+
+
+@contextmanager
+def serving_metrics(dispatcher: Dispatcher, say: Callable[[str], None]) -> Iterator[None]:
+    """--metrics-port: the dispatcher's /metrics while it runs (nothing without it)."""
+    opts = dispatcher.opts
+    if opts.metrics_port is None:
+        yield
+        return
+    from kanban.dispatcher.metrics import is_loopback, serve_metrics
+
+    served = serve_metrics(dispatcher, opts.metrics_port, opts.metrics_host)
+    say(f"metrics on {served.url}" + ("" if is_loopback(opts.metrics_host) else
+                                     " (no authentication: anyone who reaches it can read "
+                                     "the board's counts, profiles and models)"))
+    try:
+        yield
+    finally:
+        served.close()

@@ -3,7 +3,9 @@ without busy work. `change_watcher(db)` picks the watcher for the store.
 
 SQLite: every commit by any process moves `PRAGMA data_version` (a read of shared
 memory). On Linux, inotify on the database's folder wakes us when the WAL file is
-written, so an idle dispatcher sleeps in select(); elsewhere it polls data_version.
+written, so an idle dispatcher sleeps in select(); elsewhere it polls data_version. A
+dispatcher, which acts only on what moves the wake-up counter, sleeps on the board's
+wake-up file instead (state/wakefile.py), rung by kanban's writers after such commits.
 PostgreSQL: LISTEN/NOTIFY (see NotifyWatcher).
 """
 
@@ -18,11 +20,21 @@ import time
 import weakref
 from pathlib import Path
 
-from kanban.state.inotify import IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
+from kanban.state.inotify import (
+    IN_ATTRIB,
+    IN_CREATE,
+    IN_DELETE_SELF,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_TO,
+    Inotify,
+)
 from kanban.state.retry import Backoff
 from kanban.state.store import Database
+from kanban.state.wakefile import wakefile_path
 
 _MASK = IN_MODIFY | IN_CREATE | IN_MOVED_TO
+_WAKEFILE_MASK = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
 EVENT_CHECK_S = 0.05  # how often a set `event` is noticed while sleeping in select()
 # After a file event that showed no commit yet, look again after SETTLE_S, then after
 # twice as long each time, SETTLE_CHECKS times (about 26 ms in all): the commit shows up
@@ -73,19 +85,49 @@ class ChangeWatcher:
     """`wait` returns when another connection commits. With `wakeups_only`, only for the
     commits that move the wake-up counter (migration 15: a card became ready, was cancelled
     or settled as a child; spawning paused or resumed), which is all a dispatcher acts on:
-    a board's other traffic (heartbeats, transcripts, comments) costs it one read each."""
+    a board's other traffic (heartbeats, transcripts, comments) costs it nothing: on Linux
+    it sleeps on the wake-up file, which only those commits touch (by kanban's writers: anyone
+    else's are found by the caller's tick)."""
 
     def __init__(self, path: Path | None, *, poll_s: float = 0.005,
                  wakeups_only: bool = False) -> None:
         self.poll_s = poll_s if path is not None else 0.25
         self._conn = sqlite3.connect(path, check_same_thread=False) if path else None
         self._notify: Inotify | None = None
+        self._wakefile: tuple[Path, int] | None = None  # the wake-up file and its inode
         if path is not None and sys.platform == "linux":
             with contextlib.suppress(OSError):
-                self._notify = Inotify(path.parent, _MASK)
+                self._notify = self._watch_wakefile(wakefile_path(path)) if wakeups_only else None
+            with contextlib.suppress(OSError):
+                self._notify = self._notify or Inotify(path.parent, _MASK)
         self._wakeups_only = wakeups_only
         self._last = self._version()
         self._last_wakeup = self._wakeup()
+
+    def _watch_wakefile(self, path: Path, notify: Inotify | None = None) -> Inotify:
+        """Watch the wake-up file (made if missing); OSError where that cannot be."""
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            inode = os.fstat(fd).st_ino
+            if notify is None:
+                notify = Inotify(path, _WAKEFILE_MASK)
+            else:
+                notify.watch(path, _WAKEFILE_MASK)
+        finally:
+            os.close(fd)
+        self._wakefile = (path, inode)
+        return notify
+
+    def _rewatch(self) -> None:
+        """After a ring: a wake-up file deleted or replaced is watched again (its new inode)."""
+        if self._wakefile is None or self._notify is None:
+            return
+        path, inode = self._wakefile
+        with contextlib.suppress(OSError):
+            if os.stat(path, follow_symlinks=False).st_ino == inode:
+                return
+        with contextlib.suppress(OSError):
+            self._watch_wakefile(path, self._notify)
 
     def _version(self) -> int:
         if self._conn is None:
@@ -128,7 +170,13 @@ class ChangeWatcher:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or event.is_set():
                 return False
-            if self._notify is not None:
+            if self._notify is not None and self._wakefile is not None:
+                # Rung after the commit: visible at the next look, nothing to wait out.
+                bell = (event.fileno(),) if isinstance(event, Doorbell) else ()
+                pause = remaining if bell else EVENT_CHECK_S
+                if self._notify.wait(min(pause, remaining), *bell):
+                    self._rewatch()
+            elif self._notify is not None:
                 # SQLite writes the WAL file a moment before the commit is visible in the
                 # wal-index (which raises no file event): after a wake-up that shows no
                 # change yet, look again shortly rather than sleeping the full interval.

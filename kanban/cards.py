@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from kanban import validation as v
+from kanban.card_types import ROLES, VERIFY, Gate
 from kanban.dependencies import block_on, check_link, ended_dependency, unfinished_dependencies
 from kanban.errors import BoardNotFound, CardNotFound, ValidationError
 from kanban.events import record_event
@@ -25,8 +26,6 @@ from kanban.state.rows import with_times
 from kanban.state.store import Conn
 from kanban.states import CardStatus
 from kanban.workspaces import PARENT, parse_spec
-
-ROLES = ("leaf", "orchestrator", "reviewer", "decomposer", "triaged")
 
 CARD_COLUMNS = (
     "id", "board", "title", "goal", "context", "status", "priority", "profile", "model",
@@ -65,7 +64,8 @@ class NewCard:
     workspace: str | None = None  # stored form (see kanban.workspaces.normalise_spec)
     role: str = "leaf"  # orchestrator: may delegate (see kanban.children); reviewer, decomposer,
     # triaged: set by kanban.review and kanban.triage
-    review: str | None = None  # a review gate (kanban.review.Gate): verify:CMD, reviewer:P, human
+    review: str | None = None  # a review gate (kanban.card_types.Gate): verify:CMD, reviewer:P,
+    # or human
     max_reviews: int = 3
     subject_id: int | None = None
     triage: bool = False  # a rough idea: the card waits in triage for a decomposer
@@ -91,12 +91,10 @@ class NewCard:
         if self.role not in ROLES:
             raise ValidationError(f"unknown role {self.role!r} (known: {', '.join(ROLES)})")
         parse_spec(self.workspace)
-        if self.review is not None:
-            from kanban.review import Gate
-
-            if Gate.parse(self.review).kind == "verify" and self.command is not None:
-                raise ValidationError("a script card's exit code is its own check: give it "
-                                      "no verify gate")
+        if (self.review is not None and Gate.parse(self.review).kind == VERIFY
+                and self.command is not None):
+            raise ValidationError("a script card's exit code is its own check: give it "
+                                  "no verify gate")
         v.number(self.max_reviews, "max reviews", v.MAX_ATTEMPTS_RANGE)
         if self.on_dependency_failure is not None:
             v.dependency_policy(self.on_dependency_failure)

@@ -312,12 +312,14 @@ def record_usage(conn: Conn, run_id: int, card_id: int, model: str, *, input_tok
 
 
 def record_activity(conn: Conn, run_id: int, card_id: int, claim_token: str,
-                    activity: dict[str, Any], *, now: datetime) -> None:
-    """What a running worker is doing now (shown by the board, `show` and `run`)."""
-    conn.run("UPDATE run SET activity = :activity, activity_at = :now WHERE id = :run_id "
-             "AND card_id = :card_id AND claim_token = :token",
-             {"activity": json.dumps(activity, ensure_ascii=False), "now": now,
-              "run_id": run_id, "card_id": card_id, "token": claim_token})
+                    activity: dict[str, Any], *, now: datetime) -> bool:
+    """What a running worker is doing now (shown by the board, `show` and `run`); False
+    when the run is not this card's under this claim token (nothing stored)."""
+    return conn.run(
+        "UPDATE run SET activity = :activity, activity_at = :now WHERE id = :run_id "
+        "AND card_id = :card_id AND claim_token = :token",
+        {"activity": json.dumps(activity, ensure_ascii=False), "now": now,
+         "run_id": run_id, "card_id": card_id, "token": claim_token}) == 1
 
 
 def run_transcript(conn: Conn, card_id: int) -> list[tuple[RunRecord, list[MessageRecord]]]:

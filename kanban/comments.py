@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from kanban import validation as v
+from kanban.card_types import Actor
 from kanban.errors import CardNotFound, LeaseLost
 from kanban.events import record_event
 from kanban.state.store import Conn
-
-if TYPE_CHECKING:
-    from kanban.transitions import Actor
 
 
 def add_comment(conn: Conn, card_id: int, body: str, *, author: str, now: datetime,

@@ -233,7 +233,7 @@ def block_dependents(conn: Conn, card_id: int, how: str, now: datetime,
 
 
 def dependents_to_cancel(conn: Conn, card_id: int) -> list[int]:
-    """The waiting dependents of `card_id` whose policy is `cancel` (kanban.transitions
+    """The waiting dependents of `card_id` whose policy is `cancel` (kanban.dependency_failure
     cancels them, as a person would, so that each cascades by its own dependents' policy)."""
     return conn.column(f"SELECT id FROM card WHERE {_WAITING_ON} AND {_POLICY} = 'cancel' "
                        "ORDER BY id", {"card": card_id})

@@ -16,8 +16,10 @@ blocked on that dependency (whatever its policy: a person asked for it to run), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
+from kanban.card_types import Actor
 from kanban.dependencies import (
     block_dependents,
     block_on,
@@ -26,13 +28,17 @@ from kanban.dependencies import (
     failure_reason,
 )
 from kanban.errors import LeaseLost
+from kanban.machine import Moved, move
 from kanban.state.store import Conn
 from kanban.states import Action, CardStatus, Outcome
-from kanban.transitions import Actor, move
+
+# What the caller does about each dependent cancelled (its id, its move, the reason), at once
+# (before the next): kanban.reactions wakes its waiters and tells the card it served.
+OnCancelled = Callable[[int, Moved, str], None]
 
 
-def dependency_ended(conn: Conn, card_id: int, how: str, *, now: datetime,
-                     actor: str) -> list[int]:
+def dependency_ended(conn: Conn, card_id: int, how: str, *, now: datetime, actor: str,
+                     on_cancelled: OnCancelled) -> list[int]:
     """`card_id` failed or was cancelled (`how` says which, and why): block or cancel its
     waiting dependents, cascading through cancelled ones; returns the ids cancelled."""
     cancelled: list[int] = []
@@ -42,25 +48,23 @@ def dependency_ended(conn: Conn, card_id: int, how: str, *, now: datetime,
         block_dependents(conn, ended, why, now, actor=actor)
         reason = failure_reason(ended, why)
         for dependent in dependents_to_cancel(conn, ended):
-            if _cancel_dependent(conn, dependent, ended, reason, now=now, actor=actor):
+            moved = _cancel_dependent(conn, dependent, ended, reason, now=now, actor=actor)
+            if moved is not None:
+                on_cancelled(dependent, moved, reason)
                 cancelled.append(dependent)
                 pending.append((dependent, f"was cancelled: {reason}"))
     return cancelled
 
 
 def _cancel_dependent(conn: Conn, card_id: int, dependency_id: int, reason: str, *,
-                      now: datetime, actor: str) -> bool:
+                      now: datetime, actor: str) -> Moved | None:
     try:
-        move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=Actor(actor), now=now,
-             outcome=Outcome.CANCELLED, kind="dependency_cancelled",
-             values={"finished_at": now, "error": reason}, reason=reason,
-             depends_on_id=dependency_id)
+        return move(conn, card_id, Action.CANCEL, CardStatus.CANCELLED, actor=Actor(actor),
+                    now=now, outcome=Outcome.CANCELLED, kind="dependency_cancelled",
+                    values={"finished_at": now, "error": reason}, reason=reason,
+                    depends_on_id=dependency_id)
     except LeaseLost:  # it left todo in the meantime (PostgreSQL): it is no longer waiting
-        return False
-    from kanban.review import helper_ended  # review builds on transitions, as this does
-
-    helper_ended(conn, card_id, CardStatus.CANCELLED, reason, now=now)
-    return True
+        return None
 
 
 def block_if_dependency_ended(conn: Conn, card_id: int, *, now: datetime, actor: str) -> None:

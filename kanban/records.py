@@ -90,7 +90,7 @@ class CardRecord(_Record):
     role: str = "leaf"  # leaf, orchestrator (may delegate), reviewer, decomposer or triaged
     waiting_on: str | None = None  # JSON: the delegation a waiting card waits on
     resume_base: int = 0  # runs of later attempts continue one conversation
-    review: str | None = None  # the gate (kanban.review.Gate): verify:CMD, reviewer:P, human
+    review: str | None = None  # the gate (kanban.card_types.Gate): verify:CMD, reviewer:P, human
     max_reviews: int = 3
     reviews: int = 0  # gate rounds that asked for changes so far
     feedback: str | None = None  # the last gate's feedback, for the next attempt

@@ -10,51 +10,18 @@ with the feedback for the next attempt, until `max_reviews` rounds asked for cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
-from kanban import comments, transitions
+from kanban import comments, reactions
 from kanban import validation as v
+from kanban.card_types import HUMAN, REVIEWER, REVIEWER_ROLE, USER, VERIFY, Actor, Gate, Verdict
 from kanban.cards import NewCard, add_card, get_card
-from kanban.dependencies import promote_dependents, release_dependents
 from kanban.errors import InvalidTransition, ValidationError
 from kanban.records import CardRecord
 from kanban.state.store import Conn
 from kanban.states import Action, CardStatus, Outcome
-from kanban.transitions import USER, Actor
-from kanban.triage import DECOMPOSER_ROLE
 
-VERIFY, REVIEWER, HUMAN = "verify", "reviewer", "human"
-REVIEWER_ROLE = "reviewer"
 MAX_FEEDBACK = v.MAX_COMMENT
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A parsed review gate: its kind and its argument (the command or the profile)."""
-
-    kind: str
-    arg: str = ""
-
-    @classmethod
-    def parse(cls, spec: str) -> Gate:
-        kind, _, arg = spec.partition(":")
-        if kind == HUMAN and not arg:
-            return cls(HUMAN)
-        if kind == VERIFY and arg.strip():
-            v.text(arg, "verify command", v.MAX_GOAL, required=True)
-            return cls(VERIFY, arg)
-        if kind == REVIEWER and v.BOARD_NAME.match(arg):
-            return cls(REVIEWER, arg)
-        raise ValidationError(f"invalid review gate {spec!r} (expected verify:COMMAND, "
-                              "reviewer:PROFILE or human)")
-
-    @classmethod
-    def of(cls, card: CardRecord) -> Gate | None:
-        return cls.parse(card.review) if card.review else None
-
-    def spec(self) -> str:
-        return f"{self.kind}:{self.arg}" if self.arg else self.kind
 
 
 def gate_spec(*, verify: str | None, reviewer: str | None, human: bool) -> str | None:
@@ -64,14 +31,6 @@ def gate_spec(*, verify: str | None, reviewer: str | None, human: bool) -> str |
     if len(chosen) > 1:
         raise ValidationError("a card takes one review gate: --verify, --reviewer or --human")
     return Gate.parse(chosen[0]).spec() if chosen else None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a gate decided: passed, or the feedback for the next attempt."""
-
-    passed: bool
-    feedback: str = ""
 
 
 def submit(conn: Conn, card_id: int, summary: str, *, now: datetime, actor: Actor,
@@ -84,9 +43,9 @@ def submit(conn: Conn, card_id: int, summary: str, *, now: datetime, actor: Acto
     gate = Gate.of(card)
     if gate is None:
         raise InvalidTransition(f"#{card_id} has no review gate")
-    transitions.move(conn, card_id, Action.SUBMIT, CardStatus.REVIEW, actor=actor, now=now,
-                     outcome=Outcome.COMPLETED, kind="review_requested",
-                     values={"result": summary, "error": None}, gate=gate.spec())
+    reactions.move(conn, card_id, Action.SUBMIT, CardStatus.REVIEW, actor=actor, now=now,
+                   outcome=Outcome.COMPLETED, kind="review_requested",
+                   values={"result": summary, "error": None}, gate=gate.spec())
     if gate.kind == VERIFY and verdict is not None:
         who = Actor(f"verify:#{card_id}")
         if verdict.passed:
@@ -119,13 +78,12 @@ def approve(conn: Conn, card_id: int, *, now: datetime, actor: Actor = USER,
     """The gate passed: review → done; its dependents may start."""
     if note is not None:
         note = note[:MAX_FEEDBACK]
-    transitions.move(conn, card_id, Action.PASS, CardStatus.DONE, actor=Actor(actor.name),
-                     now=now, board=board, kind="review_passed",
-                     values={"finished_at": now, "feedback": None}, note=note)
+    reactions.move(conn, card_id, Action.PASS, CardStatus.DONE, actor=Actor(actor.name),
+                   now=now, board=board, kind="review_passed",
+                   values={"finished_at": now, "feedback": None}, note=note)
     if note:
         comments.add_comment(conn, card_id, f"approved: {note}", author=actor.name, now=now)
-    release_dependents(conn, card_id, now, actor=actor.name)  # as a completion does
-    promote_dependents(conn, card_id, now, actor=actor.name)
+    reactions.done(conn, card_id, now=now, actor=actor.name, promoter=actor.name)
     return get_card(conn, card_id)
 
 
@@ -143,22 +101,20 @@ def request_changes(conn: Conn, card_id: int, feedback: str, *, now: datetime,
         error = (f"review asked for changes {rounds} times (max_reviews {card.max_reviews}): "
                  f"{feedback}")[:v.MAX_COMMENT]
         values = {**base, "error": error, **({} if human else {"finished_at": now})}
-        transitions.move(conn, card_id, Action.CHANGES, to, actor=Actor(actor.name), now=now,
-                         board=board, kind="review_rejected", values=values, feedback=feedback,
-                         reviews=rounds)
-        if not human:  # as any failure: its dependents are blocked, naming it
-            from kanban.dependency_failure import dependency_ended  # builds on transitions
-
-            dependency_ended(conn, card_id, f"failed its review: {feedback}", now=now,
-                             actor=actor.name)
+        reactions.move(conn, card_id, Action.CHANGES, to, actor=Actor(actor.name), now=now,
+                       board=board, kind="review_rejected", values=values, feedback=feedback,
+                       reviews=rounds)
+        if not human:  # as any failure: its dependents follow their policy, naming it
+            reactions.dependents_of_ended(conn, card_id, f"failed its review: {feedback}",
+                                          now=now, actor=actor.name)
     else:
         # Each round gets the card's whole attempt budget again (crashes are counted apart),
         # and a fresh conversation that opens with the feedback (its files stay).
-        transitions.move(conn, card_id, Action.CHANGES, CardStatus.READY, actor=Actor(actor.name),
-                         now=now, board=board, kind="changes_requested",
-                         values={**base, "run_after": now, "retry_base": card.attempt,
-                                 "resume_base": card.attempt},
-                         feedback=feedback, reviews=rounds)
+        reactions.move(conn, card_id, Action.CHANGES, CardStatus.READY, actor=Actor(actor.name),
+                       now=now, board=board, kind="changes_requested",
+                       values={**base, "run_after": now, "retry_base": card.attempt,
+                               "resume_base": card.attempt},
+                       feedback=feedback, reviews=rounds)
     comments.add_comment(conn, card_id, f"changes requested: {feedback}", author=actor.name,
                          now=now)
     return get_card(conn, card_id)
@@ -169,25 +125,6 @@ def reject(conn: Conn, card_id: int, feedback: str, *, now: datetime, actor: Act
     """`kanban reject`: a person asks for changes (feedback required)."""
     v.text(feedback, "feedback", v.MAX_COMMENT, required=True)
     return request_changes(conn, card_id, feedback, now=now, actor=actor, board=board)
-
-
-def helper_ended(conn: Conn, card_id: int, status: str, why: str | None, *,
-                 now: datetime) -> None:
-    """A reviewer or decomposer card failed or was cancelled before deciding: the card it
-    served says so, and names what a person can do (nothing waits without saying why)."""
-    row = conn.one("SELECT role, subject_id FROM card WHERE id = :id", {"id": card_id})
-    if row is None or row[1] is None or row[0] not in (REVIEWER_ROLE, DECOMPOSER_ROLE):
-        return
-    role, subject = row
-    waiting = {REVIEWER_ROLE: CardStatus.REVIEW, DECOMPOSER_ROLE: CardStatus.TRIAGE}[role]
-    if conn.scalar("SELECT status FROM card WHERE id = :id", {"id": subject}) != waiting:
-        return
-    todo = ("decide with `kanban approve` or `kanban reject`" if role == REVIEWER_ROLE
-            else "try again with `kanban triage`, or cancel it")
-    because = f": {why}" if why else ""
-    comments.add_comment(conn, subject, f"{role} card #{card_id} {status} without a "
-                         f"decision{because}"[:v.MAX_COMMENT - 200] + f"; {todo}",
-                         author="system", now=now)
 
 
 def in_review(conn: Conn, card_id: int) -> bool:

@@ -111,10 +111,24 @@ _REASONS = {
     Action.TRIAGE: "only cards nobody has started (ready, todo, triage) can be triaged",
 }
 
+# How a refusal names the action where its value is no verb of its own.
+_VERBS = {
+    Action.PASS: "approve",
+    Action.CHANGES: "send back",
+    Action.HAND_BACK: "hand back",
+    Action.SUBMIT: "submit for review",
+}
+
 
 def check(action: Action, status: str, card_id: int) -> None:
     """Raise InvalidTransition unless `action` is allowed from `status`."""
     if CardStatus(status) in ALLOWED[action]:
         return
-    reason = _REASONS.get(action, f"{action} needs one of: {sorted(ALLOWED[action])}")
-    raise InvalidTransition(f"cannot {action} #{card_id}: it is {status} ({reason})")
+    allowed = " or ".join(sorted(state.value for state in ALLOWED[action]))
+    reason = _REASONS.get(action, f"{verb(action)} needs a card that is {allowed}")
+    raise InvalidTransition(f"cannot {verb(action)} #{card_id}: it is {status} ({reason})")
+
+
+def verb(action: Action) -> str:
+    """How a sentence names `action` (`hand back`, not `hand_back`)."""
+    return _VERBS.get(action, str(action))

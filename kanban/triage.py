@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from kanban import transitions
+from kanban import reactions
 from kanban import validation as v
-from kanban.cards import Added, NewCard, add, get_card
+from kanban.card_types import DECOMPOSER_ROLE, TRIAGED_ROLE, USER, Actor
+from kanban.cards import CARD_SELECT, Added, NewCard, add, card_from_row, get_card
 from kanban.children import Delegation
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
@@ -26,9 +27,7 @@ from kanban.state.config import Config
 from kanban.state.errors import ConfigError
 from kanban.state.store import Conn
 from kanban.states import Action, CardStatus
-from kanban.transitions import USER, Actor
 
-DECOMPOSER_ROLE, TRIAGED_ROLE = "decomposer", "triaged"
 ROLLUP_CHARS = 2_000  # of each child's result in the triaged card's own
 
 
@@ -153,8 +152,8 @@ def triage(conn: Conn, card_id: int, *, decomposer: str, catalog: str, now: date
     if card.review is not None and card.review.startswith("verify:"):
         raise ValidationError(f"cannot triage #{card_id}: its verify gate would have nothing "
                               "to check (its result is its children's)")
-    transitions.move(conn, card_id, Action.TRIAGE, CardStatus.TRIAGE, actor=actor, now=now,
-                     kind="triaged", decomposer=decomposer)
+    reactions.move(conn, card_id, Action.TRIAGE, CardStatus.TRIAGE, actor=actor, now=now,
+                   kind="triaged", decomposer=decomposer)
     _add_decomposer_card(conn, card, decomposer, catalog, now)
     return get_card(conn, card_id)
 
@@ -181,11 +180,10 @@ def decompose(conn: Conn, card_id: int, graph: Graph, *, now: datetime,
             depends_on=[made[d - 1].id for d in proposed.depends_on], parent_id=card.id,
             created_by=f"triage:#{card.id}"), now).card)
     children = tuple(c.id for c in made)
-    transitions.move(conn, card_id, Action.DECOMPOSE, CardStatus.WAITING,
-                     actor=Actor(actor.name), now=now, kind="decomposed",
-                     values={"role": TRIAGED_ROLE,
-                             "waiting_on": Delegation(children).to_json()},
-                     children=list(children))
+    reactions.move(conn, card_id, Action.DECOMPOSE, CardStatus.WAITING,
+                   actor=Actor(actor.name), now=now, kind="decomposed",
+                   values={"role": TRIAGED_ROLE, "waiting_on": Delegation(children).to_json()},
+                   children=list(children))
     return made
 
 
@@ -214,8 +212,6 @@ def rollup(children: Sequence[CardRecord]) -> str:
 
 def triaged_children(conn: Conn, card_id: int) -> list[CardRecord]:
     """The cards a triaged card was split into (its decomposer card left out)."""
-    from kanban.cards import CARD_SELECT, card_from_row
-
     rows = conn.all(f"{CARD_SELECT} WHERE parent_id = :id AND role != '{DECOMPOSER_ROLE}' "
                     "ORDER BY id", {"id": card_id})
     return [card_from_row(row) for row in rows]

@@ -1,14 +1,16 @@
 """Waiting cards (kanban.transitions.wait) woken when the children they delegated to have
-all settled: back to ready, and their next claim resumes the conversation."""
+all settled: back to ready, and their next claim resumes the conversation (the last child's
+move calls `wake_waiters` through kanban.reactions)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from kanban.card_types import Actor
 from kanban.children import Delegation, unsettled, waiting_on
+from kanban.machine import move
 from kanban.state.store import Conn
 from kanban.states import Action, CardStatus
-from kanban.transitions import Actor, move
 
 
 def wake_waiters(conn: Conn, board: str, card_id: int, *, now: datetime) -> None:

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kanban.state import wal_guard
+import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import DatabaseError, KanbanError, TransientDatabaseError
 from kanban.state.plans import Plan, Query, Rows, column_names
 from kanban.state.sqlite import BUSY_TIMEOUT_MS

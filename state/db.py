@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from kanban.state import wal_guard
+import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import DatabaseError
 from kanban.state.migrations import check_version, migrate
 from kanban.state.paths import DbLocation

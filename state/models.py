@@ -132,6 +132,23 @@ class CardCount(SQLModel, table=True):
     n: int
 
 
+class UsageTotal(SQLModel, table=True):
+    """Model calls, tokens and dollars per board, profile and model, kept by a trigger on
+    usage (migration 18): what /metrics reads instead of summing every call."""
+
+    __tablename__ = "usage_total"
+
+    board: str = Field(primary_key=True, max_length=64)
+    profile: str = Field(primary_key=True, max_length=64)
+    model: str = Field(primary_key=True, max_length=128)
+    calls: int = Field(sa_type=BigInteger)
+    input_tokens: int = Field(sa_type=BigInteger)
+    output_tokens: int = Field(sa_type=BigInteger)
+    cached_tokens: int = Field(sa_type=BigInteger)
+    cost: float  # dollars of the priced calls
+    unpriced_calls: int = Field(sa_type=BigInteger)  # calls whose model had no known price
+
+
 class Dependency(SQLModel, table=True):
     card_id: int = Field(foreign_key="card.id", primary_key=True)
     depends_on_id: int = Field(foreign_key="card.id", primary_key=True, index=True)

@@ -19,13 +19,14 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kanban.state import wal_guard
+import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
 from kanban.state.journal import MOUNTINFO, ROLLBACK, WAL, Journal, network_fs
 from kanban.state.retry import Backoff
 from kanban.state.sqlite_errors import IO, WAL_MISSING, describe_error, is_busy, translate
 from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
 from kanban.state.timeutil import utcnow
+from kanban.state.wakefile import RingingConnection, ring
 
 BUSY_TIMEOUT_MS = 30_000
 PATIENCE_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock, all tries included
@@ -134,18 +135,20 @@ class SQLiteDatabase(Database):
     def target(self) -> str:
         return str(self.path)
 
-    def connect(self) -> sqlite3.Connection:
+    def connect(self) -> RingingConnection:
         """A new connection with the pragmas every kanban connection runs with."""
         # SQLite's busy handler waits one slice; _begin() retries slices up to patience_s.
         busy_ms = int(1000 * max(0.05, min(self.patience_s, BUSY_SLICE_S)))
         before = wal_guard.before_connect(self.file)
         raw = sqlite3.connect(self.file, timeout=busy_ms / 1000, isolation_level=None,
-                              check_same_thread=False, cached_statements=256)
+                              check_same_thread=False, cached_statements=256,
+                              factory=RingingConnection)
         try:
             raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
             self.journal = self._journal(raw)
             raw.execute(f"PRAGMA synchronous = {self.synchronous}")
             raw.execute("PRAGMA foreign_keys = ON")
+            raw.arm()
         except sqlite3.Error:
             try:  # a log deleted under live processes reads as an I/O error: say which
                 wal_guard.check_connection(self.file, before)
@@ -244,6 +247,8 @@ class SQLiteDatabase(Database):
                 self._rollback(raw, nested)
                 raise
             raw.execute("COMMIT")
+            if raw.take():
+                ring(self.file)  # a dispatcher sleeps on this, not on every commit
         except sqlite3.DatabaseError as exc:
             if raw is not None:
                 self._rollback(raw, nested)
@@ -257,7 +262,7 @@ class SQLiteDatabase(Database):
             elif not nested:
                 local.busy = False
 
-    def _begin(self, begin: str, nested: bool) -> sqlite3.Connection:
+    def _begin(self, begin: str, nested: bool) -> RingingConnection:
         """A connection in a transaction. A busy lock is waited out in slices (SQLite's own
         handler within one, a jittered pause between) until patience_s, then one
         TransientDatabaseError: the body has not run yet, so nothing is in doubt."""
@@ -267,6 +272,8 @@ class SQLiteDatabase(Database):
             raw = None
             try:
                 raw = self.connect() if nested else self._held()
+                if begin != "BEGIN":
+                    raw.arm()  # a board migrated since this connection opened
                 raw.execute(begin)
                 if begin == "BEGIN" and self.journal.mode != WAL:
                     self._share(raw)
@@ -322,14 +329,15 @@ class SQLiteDatabase(Database):
             self.corrupt = error.message
         return error
 
-    def _rollback(self, raw: sqlite3.Connection, nested: bool) -> None:
+    def _rollback(self, raw: RingingConnection, nested: bool) -> None:
+        raw.take()  # what rolled back rings nobody
         try:
             if raw.in_transaction:
                 raw.execute("ROLLBACK")
         except sqlite3.Error:
             self._discard(raw, nested)
 
-    def _held(self) -> sqlite3.Connection:
+    def _held(self) -> RingingConnection:
         raw = getattr(self._local, "conn", None)
         if raw is None:
             raw = self.connect()

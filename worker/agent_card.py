@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kanban import skill_usage
 from kanban.agent.errors import FatalModelError
@@ -35,6 +34,7 @@ from kanban.tools.workbench import Workbench
 from kanban.worker import gates
 from kanban.worker import toolbox as tools
 from kanban.worker.activity import Activity
+from kanban.worker.env import WorkerEnv
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.orchestrator import opening, orchestrator_scope, wait
 from kanban.worker.outcome import EXIT_OK, fail, requeue, retrying, settle
@@ -49,9 +49,6 @@ from kanban.worker.sandboxing import (
     refuse_board_workspace,
 )
 from kanban.workspaces import DIR, WORKTREE, Workspace
-
-if TYPE_CHECKING:
-    from kanban.worker.main import WorkerEnv
 
 COMMAND_TOOLSETS = ("terminal",)  # toolsets whose tools start commands
 

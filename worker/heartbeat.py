@@ -12,9 +12,10 @@ import sys
 import threading
 import time
 
-from kanban import claims
+from kanban import batch_writes, claims
 from kanban.agent import standby
 from kanban.agent.interrupt import Interrupt
+from kanban.batch_writes import ActivityWrite, Renewal
 from kanban.errors import LeaseLost
 from kanban.state.pg_fleet import mark_urgent
 from kanban.state.retry import Backoff
@@ -89,10 +90,20 @@ class HeartbeatThread:
         return wait if remaining is None else max(0.0, min(wait, remaining))
 
     def _renew(self) -> None:
+        """Renew the lease; fresh activity goes in the same commit (kanban.batch_writes)."""
         s = self.scope
-        s.lease_until = s.kb.heartbeat(s.card_id, s.claim_token, run_id=s.run_id,
-                                       lease_s=s.lease_s)
-        self._store_activity_or_check(check=False)  # the renewal proved the lease
+        snapshot = self.activity.take() if self.activity is not None else None
+        if snapshot is None:
+            s.lease_until = s.kb.heartbeat(s.card_id, s.claim_token, run_id=s.run_id,
+                                           lease_s=s.lease_s)
+            return
+        renewed, stored = batch_writes.apply(s.kb.db, [
+            Renewal(s.card_id, s.claim_token, s.run_id, s.lease_s),
+            ActivityWrite(s.card_id, s.claim_token, s.run_id, snapshot)], now=s.kb.clock())
+        for outcome in (renewed, stored):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        s.lease_until = renewed
 
     def _store_activity_or_check(self, *, check: bool = True) -> None:
         """One fenced write when there is activity to store, else one cheap read."""

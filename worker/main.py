@@ -6,7 +6,6 @@ Exit codes tell the dispatcher what the worker already recorded (see EXIT_*).
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import sys
@@ -14,8 +13,6 @@ import threading
 import time
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from kanban.attachments import Attachments
@@ -34,6 +31,7 @@ from kanban.tools.scope import WorkerScope
 from kanban.triage import TRIAGED_ROLE
 from kanban.worker import gates, warm
 from kanban.worker.agent_card import Setting, run_agent_card
+from kanban.worker.env import WorkerEnv
 from kanban.worker.handoff import receive
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.materials import place_materials
@@ -49,39 +47,8 @@ from kanban.worker.outcome import (
 from kanban.worker.sandboxing import harden
 from kanban.worker.script import run_script
 from kanban.worker.watchdog import Watchdog
-from kanban.workspaces import WORKSPACE_ENV, Workspace
 
 HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
-
-
-@dataclass(frozen=True)
-class WorkerEnv:
-    """The variables the dispatcher hands every worker (its config path is read apart)."""
-
-    db: str
-    board: str
-    card_id: int
-    claim_token: str
-    run_id: int
-    lease_s: float
-    lease_until: datetime | None = None  # the claim's lease, by the store's clock
-    timeout_s: float | None = None  # the card's timeout, enforced by itself if orphaned
-    workspace: Workspace | None = None  # as the dispatcher resolved it (else read here)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> WorkerEnv:
-        try:
-            until = env.get("KANBAN_LEASE_UNTIL")
-            timeout = env.get("KANBAN_TIMEOUT_S")
-            workspace = env.get(WORKSPACE_ENV)
-            return cls(env["KANBAN_DB"], env["KANBAN_BOARD"], int(env["KANBAN_CARD"]),
-                       env["KANBAN_CLAIM_TOKEN"], int(env["KANBAN_RUN"]),
-                       float(env.get("KANBAN_LEASE_S", "30")),
-                       datetime.fromisoformat(until) if until else None,
-                       float(timeout) if timeout else None,
-                       Workspace.from_json(json.loads(workspace)) if workspace else None)
-        except (KeyError, ValueError) as exc:
-            raise ConfigError(f"worker environment incomplete: {exc}") from None
 
 
 def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) -> int:

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
 
-from kanban.state.config import CONFIG_ENV, Config, load_config, worker_config
+from kanban.state.config import CONFIG_ENV, Config
+from kanban.state.config_file import load_config, worker_config
 from kanban.state.errors import ConfigError
 
 # config.toml as the forkserver read it: path -> (its text, parsed)

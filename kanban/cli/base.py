@@ -1,38 +1,24 @@
 """What every command shares: the global options (accepted before or after the command
-name), the per-invocation state they fill, and the click classes that add them."""
+name) and the click classes that add them. The state they fill, and the board, database and
+config a command works on, are kanban.cli.context's (re-exported here for the commands)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from kanban.cli import output
-
-if TYPE_CHECKING:
-    from kanban.service import Kanban
-    from kanban.state.config import Config
-    from kanban.state.paths import DbLocation
-
-DEFAULT_BOARD = "default"
-BOARD_ENV = "KANBAN_BOARD"
-
-
-@dataclass
-class CliState:
-    """Filled by the global options wherever they appear; holds the open database."""
-
-    db_arg: str | None = None
-    board_arg: str | None = None
-    utc: bool = False
-    kanban: Kanban | None = field(default=None, repr=False)
-
-
-def state_of(ctx: click.Context) -> CliState:
-    return ctx.ensure_object(CliState)
+from kanban.cli.context import BOARD_ENV, DEFAULT_BOARD, state_of
+from kanban.cli.context import CliState as CliState
+from kanban.cli.context import board_filter as board_filter
+from kanban.cli.context import board_of as board_of
+from kanban.cli.context import config_of as config_of
+from kanban.cli.context import config_path as config_path
+from kanban.cli.context import location_of as location_of
+from kanban.cli.context import open_kanban as open_kanban
+from kanban.cli.context import require_skills as require_skills
 
 
 def _remember(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
@@ -48,7 +34,7 @@ def _remember(attr: str) -> Callable[[click.Context, click.Parameter, Any], None
 
 def _complete_boards(ctx: click.Context, param: click.Parameter,
                      incomplete: str) -> list[Any]:
-    from kanban.cli.completion import boards
+    from kanban.cli.completion import boards  # here: only completing pays for click's module
 
     return boards(ctx, incomplete)
 
@@ -105,59 +91,3 @@ def group(name: str | None = None, **kwargs: Any) -> Callable[[Callable[..., Any
 
 json_option = click.option("--json", "as_json", is_flag=True, default=False,
                            help="Print JSON instead of text.")
-
-
-# -- the board, the database and the config a command works on --------------------------------
-
-
-def board_of(ctx: click.Context) -> str:
-    """The one board a command acts on: --board, else $KANBAN_BOARD, else 'default'."""
-    return state_of(ctx).board_arg or os.environ.get(BOARD_ENV) or DEFAULT_BOARD
-
-
-def board_filter(ctx: click.Context) -> str | None:
-    """For commands over every board: the --board given, else None (all boards)."""
-    return state_of(ctx).board_arg
-
-
-def location_of(ctx: click.Context) -> DbLocation:
-    from kanban.state.paths import resolve_db
-
-    return resolve_db(state_of(ctx).db_arg)
-
-
-def open_kanban(ctx: click.Context) -> Kanban:
-    """The board API over the resolved database, opened on first use and closed on exit.
-
-    Never creates a database: only `kanban init` does."""
-    from kanban.service import Kanban
-    from kanban.state.db import open_database
-
-    state = state_of(ctx)
-    if state.kanban is None:
-        db = open_database(location_of(ctx))
-        ctx.find_root().call_on_close(db.dispose)
-        state.kanban = Kanban(db)
-    return state.kanban
-
-
-def config_path(ctx: click.Context) -> str:
-    from kanban.state.config import CONFIG_ENV
-
-    return os.environ.get(CONFIG_ENV) or str(location_of(ctx).home / "config.toml")
-
-
-def config_of(ctx: click.Context) -> Config:
-    """$KANBAN_CONFIG, else config.toml next to the database (defaults when there is none),
-    validated."""
-    from kanban.state.config import resolve_config
-
-    return resolve_config(location_of(ctx).home)
-
-
-def require_skills(ctx: click.Context, names: Sequence[str]) -> None:
-    """Refuse unknown skill names now, not when a worker starts (loads nothing for none)."""
-    if names:
-        from kanban.skills import load_catalog
-
-        load_catalog(location_of(ctx).home).require(names)

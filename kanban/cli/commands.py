@@ -78,6 +78,8 @@ COMMANDS: dict[str, Entry] = {
                      "List live workers: pid, card, attempt, heartbeat age and runtime."),
     "web": Entry("kanban.cli.web:web",
                  "Serve a live board in the browser, on this machine, guarded by a token."),
+    "mcp": Entry("kanban.cli.mcp:mcp",
+                 "Serve the board to MCP clients (Claude, Cursor): stdio, or HTTP with a token."),
     "run": Entry("kanban.cli.lead:run",
                  "Give a goal to a lead agent: it delegates subtasks as cards, waits, answers."),
     "swarm": Entry("kanban.cli.swarm:swarm",

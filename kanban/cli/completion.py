@@ -12,6 +12,8 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
+from kanban.cli.context import board_filter, config_of, open_kanban
+
 MAX_ITEMS = 200
 
 
@@ -23,15 +25,12 @@ def _quietly(lookup: Callable[[], list[CompletionItem]]) -> list[CompletionItem]
 
 
 def _kanban(ctx: click.Context) -> Any:
-    from kanban.cli.base import open_kanban
-
     return open_kanban(ctx)
 
 
 def card_ids(ctx: click.Context, incomplete: str) -> list[CompletionItem]:
     """Unfinished cards of the board first (newest first), with their titles as help."""
     from kanban.card_filter import CardFilter
-    from kanban.cli.base import board_filter
 
     def lookup() -> list[CompletionItem]:
         prefix = incomplete.removeprefix("#")
@@ -50,8 +49,6 @@ def boards(ctx: click.Context, incomplete: str) -> list[CompletionItem]:
 
 
 def profiles(ctx: click.Context, incomplete: str) -> list[CompletionItem]:
-    from kanban.cli.base import config_of
-
     return _quietly(lambda: [CompletionItem(name) for name in sorted(config_of(ctx).profiles)
                              if name.startswith(incomplete)])
 

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.live import Live
 
 from kanban.cli.app import app
+from kanban.cli.output import is_terminal
+from kanban.cli.views import console as stdout_console
 from kanban.cli.views import render_board
 from kanban.service import Kanban
 
@@ -46,10 +48,10 @@ def cli(*args: str, db: Path) -> None:
 def main() -> None:
     from kanban.dispatcher.embedded import dispatcher_for
     from kanban.state import DbLocation, open_database
-    from kanban.state.config import load_config
+    from kanban.state.config_file import load_config
     from kanban.worker.lead import lead_model, run_lead, start_lead
 
-    console = Console(highlight=False)
+    console = stdout_console()  # unwrapped, uncoloured when piped, like every command
     shutil.rmtree(DEMO_DIR, ignore_errors=True)
     db_path = DEMO_DIR / "kanban.db"
     console.print("[bold]$ kanban init[/bold]")
@@ -68,11 +70,7 @@ def main() -> None:
         lead = threading.Thread(target=lambda: outcome.update(
             result=run_lead(kb, claim, config=config, model_spec=spec, env={})))
         lead.start()
-        with Live(render_board(kb.board_snapshot("default")), console=console,
-                  refresh_per_second=4) as live:
-            while lead.is_alive():
-                lead.join(0.25)
-                live.update(render_board(kb.board_snapshot("default")))
+        watch_board(console, kb, lead)
     result = outcome["result"]
     console.print("\n[bold]The lead's answer[/bold]")
     console.print(getattr(result, "answer", None) or getattr(result, "error", "no answer"))
@@ -83,6 +81,19 @@ def main() -> None:
     show_files(console, kb, db_path, claim.card_id)
     db.dispose()
     print(next_steps(db_path, claim.card_id))
+
+
+def watch_board(console: Console, kb: Kanban, lead: threading.Thread) -> None:
+    """Redraw the board while the lead works, on a terminal; piped, just wait (the plain
+    `kanban board` printed afterwards shows where it ended)."""
+    if not is_terminal():
+        lead.join()
+        return
+    with Live(render_board(kb.board_snapshot("default")), console=console,
+              refresh_per_second=4) as live:
+        while lead.is_alive():
+            lead.join(0.25)
+            live.update(render_board(kb.board_snapshot("default")))
 
 
 def next_steps(db_path: Path, lead_id: int) -> str:

@@ -104,7 +104,8 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
 def _config_in_use(location: DbLocation) -> tuple[Path, str | None]:
     """The config file `dispatch` would read, and why it would refuse it (None: it is fine),
     checked by the same loader."""
-    from kanban.state.config import CONFIG_ENV, resolve_config
+    from kanban.state.config import CONFIG_ENV
+    from kanban.state.config_file import resolve_config
     from kanban.state.errors import ConfigError
 
     explicit = os.environ.get(CONFIG_ENV)

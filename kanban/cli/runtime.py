@@ -44,10 +44,16 @@ if TYPE_CHECKING:
               help="Also append the log to this file.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: one JSON object per line.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Serve Prometheus metrics on http://HOST:PORT/metrics (0: any free port; "
+                   "the address is printed).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="The address --metrics-port listens on. The endpoint has no token: keep "
+                   "it on loopback unless a firewall guards it.")
 @click.pass_context
 def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
              drain_timeout: float, verbosity: int | None, log_file: str | None,
-             log_format: str) -> None:
+             log_format: str, metrics_port: int | None, metrics_host: str) -> None:
     """Run a dispatcher in the foreground: claim ready cards and run workers.
 
     Logs one line per card event on stderr (claimed, worker pid, outcome, duration,
@@ -65,7 +71,8 @@ def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
     config_of(ctx)  # a bad config.toml is one error line before anything starts
     configure(level=1 if verbosity is None else verbosity, fmt=log_format, path=log_file)
     options = DispatchOptions(max_workers=max_workers, board=board_filter(ctx), warm=not cold,
-                              drain_timeout_s=drain_timeout)
+                              drain_timeout_s=drain_timeout, metrics_port=metrics_port,
+                              metrics_host=metrics_host)
     location = location_of(ctx)
     output.note(f"dispatching from {kb.db.display} (Ctrl-C to stop)")
     d = run_dispatch(kb, location, options, once=once, say=output.note)

@@ -1,6 +1,6 @@
 """Writing a transition's notifications into `notify_outbox`, in the transition's transaction.
 
-`kanban.transitions.move` (the one place a card changes state) asks, inside its UPDATE's
+`kanban.machine.move` (the one place a card changes state) asks, inside its UPDATE's
 RETURNING, whether the card's board has any subscription at all (`SUBSCRIBED`, an indexed
 EXISTS): a board with none costs no further statement and writes nothing. Otherwise the
 card's subscriptions are matched here and one row per matching subscription is queued, its
@@ -24,7 +24,7 @@ NOTIFIED = frozenset({"done", "failed", "blocked", "review", "cancelled"})
 SCOPES = ("card", "tree", "board", "profile")
 TITLE_CAP = 200
 TEXT_CAP = 4000
-# One more column of a notified transition's RETURNING (see kanban.transitions).
+# One more column of a notified transition's RETURNING (see kanban.machine).
 SUBSCRIBED = ("EXISTS (SELECT 1 FROM notify_subscription s "
               "WHERE s.board = CAST(card.board AS TEXT))")
 

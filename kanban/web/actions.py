@@ -20,7 +20,7 @@ from kanban.cards import NewCard
 from kanban.edits import CardEdit
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
-from kanban.state.config import load_config
+from kanban.state.config_file import load_config
 from kanban.tools.worktree_lifecycle import require_repository
 from kanban.validation import BOARD_POLICY, MAX_ATTEMPTS_RANGE, PRIORITY_RANGE
 from kanban.web.http import (

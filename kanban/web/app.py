@@ -11,7 +11,7 @@ from kanban.errors import KanbanError
 from kanban.service import Kanban
 from kanban.state.aio import open_async
 from kanban.state.paths import DbLocation
-from kanban.web import actions, api, pages, stream
+from kanban.web import actions, api, metrics, pages, stream
 from kanban.web.http import WebBoard, on_kanban_error
 from kanban.web.hub import Hub
 from kanban.web.render import make_templates
@@ -39,7 +39,8 @@ def create_app(web: WebBoard) -> ASGIApp:
             await web.adb.close()
 
     app = Starlette(
-        routes=[*pages.ROUTES, *api.ROUTES, *actions.ROUTES, *stream.ROUTES],
+        routes=[*pages.ROUTES, *api.ROUTES, *actions.ROUTES, *stream.ROUTES,
+                *metrics.ROUTES],
         exception_handlers={KanbanError: on_kanban_error},
         lifespan=lifespan,
     )

@@ -24,7 +24,7 @@ from kanban.inbox import inbox_plan
 from kanban.queries import BOARD_ORDER, board_snapshot_plan
 from kanban.readmodels import ChildNode, Transcript, child_tree_plan, transcript_plan
 from kanban.records import CardDetail
-from kanban.state.config import load_config
+from kanban.state.config_file import load_config
 from kanban.state.plans import Plan
 from kanban.states import CardStatus
 from kanban.web.http import int_field, many, page, web_of

@@ -75,6 +75,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(15, "wakeups", sql_file("0015_wakeups")),
     Migration(16, "skills", sql_file("0016_skills")),
     Migration(17, "notifications", sql_file("0017_notifications")),
+    Migration(18, "metrics", sql_file("0018_metrics")),
 )
 LATEST = MIGRATIONS[-1].id
 

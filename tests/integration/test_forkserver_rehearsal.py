@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kanban.cards import NewCard
 from kanban.service import Kanban
-from kanban.worker.forkserver import _rehearse_reads
+from kanban.worker.forked import _rehearse_reads
 from tests.support.db import open_sqlite
 
 

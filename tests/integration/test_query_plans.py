@@ -1,5 +1,6 @@
 """No scan on a hot path: every statement the dispatcher, the claim, the worker's writes, the
-completion, cron, the board view, the web board and the CLI's reads run is served by an index.
+completion, cron, the board view, the web board, a /metrics scrape and the CLI's reads run is
+served by an index.
 
 The catalogue is not a list of SQL strings kept beside the code: it is the hot operations
 themselves (a real `kanban dispatch --once` pass that claims, spawns, ticks and reaps, the
@@ -25,12 +26,15 @@ from typing import Any
 import pytest
 
 from kanban import approvals, claims, control, gc
+from kanban.batch_writes import ActivityWrite, Completion, Renewal
 from kanban.card_filter import CardFilter
 from kanban.cards import NewCard, card_detail_plan
 from kanban.changes import changes_plan
 from kanban.cli.app import main as kanban_main
 from kanban.columns import column_plan
 from kanban.cron.firing import fire_due_jobs
+from kanban.group_commit import GroupCommitter
+from kanban.metrics import read_aggregates
 from kanban.queries import board_snapshot_plan, card_page_plan
 from kanban.readmodels import transcript_plan
 from kanban.service import Kanban
@@ -112,6 +116,12 @@ def hot_operations(kb: Kanban, clock: FakeClock) -> None:
     kb.resume_settled()
     fire_due_jobs(db, clock.now)
     second = kb.claim(2, lease_s=30, dispatcher_id=dispatcher, host="here")
+    batched = second[1]  # its worker's writes, group-committed (kanban.group_commit)
+    GroupCommitter(db, kb.clock).write_all([
+        Renewal(batched.card_id, batched.claim_token, batched.run_id, 30, note="n"),
+        ActivityWrite(batched.card_id, batched.claim_token, batched.run_id, {"tool": "x"}),
+        Completion(batched.card_id, batched.claim_token, "done", "worker")])
+    assert kb.card(batched.card_id).status == "done"
     with db.write() as conn:
         claims.record_exit(conn, second[0].run_id, 0)
         # its worker asks to run a command: the board lists the pending approval
@@ -226,6 +236,7 @@ def traced_run(db: Database, clock: FakeClock, target: str, home: Path) -> None:
     hot_operations(kb, clock)
     dispatcher_pass(target, home, kb)
     cli_reads(target, first)
+    read_aggregates(db)  # a /metrics scrape (the web board's and a dispatcher's)
 
 
 def test_sqlite_hot_statements_use_indexes(tmp_path: Path,

@@ -18,7 +18,8 @@ from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.loop import Dispatcher
 from kanban.dispatcher.rescue import ORPHAN_TIMEOUT_GRACE_S, rescue_leases
 from kanban.service import Kanban
-from kanban.state.config import Config, load_config, resolve_config, worker_config
+from kanban.state.config import Config
+from kanban.state.config_file import load_config, resolve_config, worker_config
 from kanban.state.config_parse import parse_config
 from kanban.state.errors import ConfigError
 from kanban.states import Outcome

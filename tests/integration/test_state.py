@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kanban.state.config import BUILTIN_PROFILES, Limits, Profile, load_config
+from kanban.state.config import BUILTIN_PROFILES, Limits, Profile
+from kanban.state.config_file import load_config
 from kanban.state.db import open_database
 from kanban.state.errors import ConfigError, DatabaseError, SchemaTooNewError
 from kanban.state.migrations import LATEST

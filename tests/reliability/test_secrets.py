@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kanban.service import Kanban
-from kanban.state.config import load_config
+from kanban.state.config_file import load_config
 from kanban.worker.main import WorkerEnv, run_card
 from tests.acceptance.conftest import BoardFiles
 from tests.support.hostile import WarmCli, clean_env, parent_pid, proc_environ, rows

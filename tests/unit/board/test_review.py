@@ -141,3 +141,13 @@ def test_a_reviewer_that_fails_leaves_word_on_the_card_it_reviews(kb: Kanban) ->
                          "unauthorised; decide with `kanban approve` or `kanban reject`")
     assert kb.card(card.id).status == S.REVIEW
     assert kb.approve(card.id).status == S.DONE
+
+
+@BOTH
+def test_a_card_not_in_review_is_refused_in_plain_words(kb: Kanban) -> None:
+    card = kb.add_card(NewCard("not gated yet", review="human"))
+    with pytest.raises(InvalidTransition, match=r"^cannot send back #\d+: it is ready \(only "
+                       r"cards in review can be sent back\)$"):
+        kb.reject(card.id, "more")
+    with pytest.raises(InvalidTransition, match=r"^cannot approve #\d+: it is ready \("):
+        kb.approve_review(card.id)

@@ -12,7 +12,7 @@ from kanban.errors import InvalidTransition, LeaseLost
 from kanban.records import CardRecord
 from kanban.service import Kanban
 from kanban.state.store import Database
-from kanban.states import ALLOWED, Action, CardStatus, Outcome
+from kanban.states import ALLOWED, Action, CardStatus, Outcome, verb
 from kanban.transitions import Actor
 from tests.support.db import (
     FakeClock,
@@ -78,7 +78,7 @@ def test_action_from_status(kb: Kanban, db: Database, action: Action, status: S)
     row, events, moves = card_row(db, card.id), event_count(db), status_events(db, card.id)
 
     if status not in ALLOWED[action]:
-        with pytest.raises(InvalidTransition, match=f"cannot {action} #{card.id}"):
+        with pytest.raises(InvalidTransition, match=f"cannot {verb(action)} #{card.id}"):
             PERFORM[action](kb, card.id)
         assert card_row(db, card.id) == row
         assert event_count(db) == events

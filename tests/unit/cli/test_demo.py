@@ -25,6 +25,7 @@ def test_demo_walkthrough() -> None:
     out = done.stdout
     assert "$ kanban init\nkanban database created at" in out
     assert "The lead's answer\nAnswer for: Write a one-page guide" in out
+    assert_plain(out)
     assert "board default · 4 cards · no dispatcher" in out
     assert "done 4\n" in out
     for child in ("#2 done Research:", "#3 done Outline:", "#4 done Draft:"):
@@ -44,3 +45,14 @@ def test_demo_walkthrough() -> None:
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (line, result.stderr)
         assert result.stdout.strip(), line
+
+
+def assert_plain(out: str) -> None:
+    """Piped, the demo prints as every command does: whole lines, no terminal board, no
+    escapes (it once wrapped at Rich's default 80 columns)."""
+    assert ('$ kanban run "Write a one-page guide to SQLite\'s write-ahead log"  '
+            "(lead model: scripted:lead-demo)\n") in out
+    assert "\n- #2 Research: Write a one-page guide to SQLite's write-ahead log: Wrote " \
+        "research.md" in out
+    assert max(len(line) for line in out.splitlines()) > 80
+    assert "\x1b" not in out and "─" * 20 not in out  # the live board draws only on a terminal

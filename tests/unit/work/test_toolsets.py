@@ -42,7 +42,7 @@ def test_unknown_toolsets_are_refused_in_one_line() -> None:
 
 @pytest.mark.parametrize(("raw", "message"), [
     ({"profiles": {"p": {"toolsets": ["mcp:gone"]}}}, "names no [mcp.gone] table"),
-    ({"profiles": {"p": {"approval": "sometimes"}}}, "approval must be one of"),
+    ({"profiles": {"p": {"approval": "sometimes"}}}, "approval must be deny, ask or allow"),
     ({"profiles": {"p": {"workspace": "cloud"}}}, "workspace must be scratch"),
     ({"profiles": {"p": {"network": "yes"}}}, "must be true or false"),
     ({"mcp": {"x": {"command": "a", "url": "http://b"}}}, "needs either command"),

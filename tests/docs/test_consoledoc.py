@@ -1,0 +1,105 @@
+"""The docs' example runner: what it reads from a page, what it forgives, what it catches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.docs.consoledoc import blocks, matches, normalise, run_page, update
+
+PAGE = '''# A page
+
+<!-- test: setup
+kanban init
+-->
+```console
+$ kanban add "Write the parser" \\
+    --priority 5
+#1
+$ kanban list
+#1  ready        5    0s  Write the parser
+```
+
+Some prose.
+
+<!-- test: skip needs a systemd user session -->
+```console
+$ systemctl --user daemon-reload
+```
+
+<!-- test: unordered -->
+```console
+$ printf 'b\\na\\n'
+a
+b
+```
+'''
+
+
+def page(tmp_path: Path, text: str = PAGE) -> Path:
+    path = tmp_path / "page.md"
+    path.write_text(text)
+    return path
+
+
+def test_blocks_commands_outputs_and_markers(tmp_path: Path) -> None:
+    first, skipped, unordered = blocks(page(tmp_path), "page.md")
+    assert [c.text for c in first.commands] == [
+        'kanban add "Write the parser"  --priority 5', "kanban list"]
+    assert first.commands[0].expected == "#1\n" and first.setup == "kanban init"
+    assert first.line == 6 and first.id == "page.md:6"
+    assert skipped.skip == "needs a systemd user session"
+    assert skipped.id == "page.md:17-skip(needs a systemd user session)"
+    assert unordered.unordered and not first.unordered and not unordered.setup
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("```console\n#1\n```\n", "output before any"),
+    ("```console\n```\n", r"without a `\$ ` command"),
+    ("```console\n$ true\n", "never ends"),
+    ("<!-- test: sometimes -->\n```console\n$ true\n```\n", "unknown marker"),
+])
+def test_a_malformed_block_is_refused(tmp_path: Path, bad: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        blocks(page(tmp_path, bad), "page.md")
+
+
+def test_volatile_parts_are_forgiven_on_both_sides() -> None:
+    page_says = ("2026-11-23 11:12:47.574 +00:00 #1 done (completed) after 0.03s: pid 10325 "
+                 "exit 0, tokens 2,720 in / 54 out\n#2  ready   0s  Test")
+    printed = ("2027-01-02 03:04:05.678 +00:00 #1 done (completed) after 1.2s: pid 99 "
+               "exit 0, tokens 3,424 in / 60 out\n#2 ready 12s Test")
+    assert normalise(page_says) == normalise(printed)
+    assert matches("on branch kanban/1 at 395e53f", "on branch kanban/1 at 0c1d2e3")
+    assert matches(page_says, printed)
+
+
+@pytest.mark.parametrize("printed", [
+    "#1 failed (completed) after 0.03s",  # a word changed
+    "#1 done (completed) after 0.03s\nan extra line",
+    "",  # nothing printed
+])
+def test_a_changed_output_does_not_match(printed: str) -> None:
+    assert not matches("#1 done (completed) after 0.03s", printed)
+
+
+def test_an_ellipsis_line_stands_for_any_lines() -> None:
+    assert matches("head\n…\ntail", "head\na\nb\ntail")
+    assert matches("head\n…\ntail", "head\ntail")
+    assert not matches("head\n…\ntail", "head\na\nb")
+    assert matches("b\na", "a\nb", unordered=True) and not matches("b\na", "a\nb")
+
+
+def test_a_page_runs_and_update_rewrites_only_what_changed(tmp_path: Path) -> None:
+    text = PAGE.replace("#1  ready        5    0s  Write the parser", "#1  done  Write it")
+    path = page(tmp_path, text)
+    page_blocks = blocks(path, "page.md")
+    outcome = run_page(page_blocks, tmp_path / "run")
+    assert outcome.outputs[7] == "#1\n" and not outcome.setup_failures
+    assert 17 not in outcome.outputs  # the skipped block never ran
+    listed = page_blocks[0].commands[1]
+    assert listed.line == 10
+    assert not matches(listed.expected, outcome.outputs[listed.line])
+    assert update(path, outcome, page_blocks) == 1
+    assert path.read_text() == PAGE  # the real output is back; the rest untouched
