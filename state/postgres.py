@@ -18,10 +18,11 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from kanban.state.errors import DatabaseError, TransientDatabaseError
+from kanban.state.pg_clock import ServerClock
 from kanban.state.pg_faults import (
     OUT_OF_CONNECTIONS,
     first_line,
@@ -40,42 +41,10 @@ IDLE_IN_TRANSACTION_TIMEOUT_S = 120
 PATIENCE_S = 15.0  # how long a transaction waits for the server before giving up
 POOL_MAX = 4
 POOL_WAIT_S = 1.0  # longer without a connection: look at the server directly
-CLOCK_RESYNC_S = 60.0
 NOTIFY_CHANNEL = "kanban"  # the triggers of migration 3 notify here
 _BACKOFF = Backoff(first_s=0.05, cap_s=1.0)
 # The pool logs every failed reconnection; the caller reports what matters in one line.
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-
-
-class ServerClock:
-    """The server's `clock_timestamp()`, sampled on a connection and carried forward by this
-    process's monotonic clock: one clock for every host, at no round trip per read."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._server: datetime | None = None
-        self._mono = 0.0
-        self._rtt = 0.0
-
-    def sample(self, raw: Any) -> None:
-        t0 = time.monotonic()
-        server = raw.execute("SELECT clock_timestamp()").fetchone()[0]
-        t1 = time.monotonic()
-        with self._lock:
-            fresh = self._server is None or t1 - self._mono > CLOCK_RESYNC_S
-            if fresh or t1 - t0 <= max(2 * self._rtt, 0.002):  # keep the tighter sample
-                self._server, self._mono, self._rtt = server.astimezone(UTC), (t0 + t1) / 2, \
-                    t1 - t0
-
-    @property
-    def stale(self) -> bool:
-        return self._server is None or time.monotonic() - self._mono > CLOCK_RESYNC_S
-
-    def now(self) -> datetime | None:
-        server, mono = self._server, self._mono
-        if server is None:
-            return None
-        return server + timedelta(seconds=time.monotonic() - mono)
 
 
 def _idle_and_open(raw: Any) -> None:
@@ -114,6 +83,7 @@ class PostgresDatabase(Database):
         self.lean_pool = False  # a worker's LeanPool instead of the psycopg_pool
         self._pool: Any = None
         self._lock = threading.Lock()
+        self._writing = threading.RLock()  # a worker's writes, one at a time
         ref = weakref.ref(self)
 
         def forget_in_child() -> None:
@@ -256,6 +226,7 @@ class PostgresDatabase(Database):
         """In a forked child: never touch the parent's pool or its sockets."""
         self._pool = None
         self._lock = threading.Lock()
+        self._writing = threading.RLock()
 
     def _translate(self, exc: BaseException, what: str, *, in_doubt: bool = False,
                    connecting: bool = False) -> DatabaseError:
@@ -342,8 +313,19 @@ class PostgresDatabase(Database):
     # transactions
     @contextmanager
     def write(self) -> Iterator[Conn]:
-        with self._transaction(write=True) as conn:
+        with self._own_writes(), self._transaction(write=True) as conn:
             yield conn
+
+    @contextmanager
+    def _own_writes(self) -> Iterator[None]:
+        """A worker's writes one at a time: its heartbeat and its agent touch the same card
+        and run rows, in orders that deadlocked each other (and spent the lease in retries);
+        one connection at a time is also all it needs."""
+        if not self.lean_pool:
+            yield
+            return
+        with self._writing:
+            yield
 
     @contextmanager
     def read(self) -> Iterator[Conn]:
@@ -354,7 +336,7 @@ class PostgresDatabase(Database):
     def statement(self) -> Iterator[Conn]:
         """A connection for one self-contained statement (atomic on its own: one round trip,
         no BEGIN/COMMIT). For the single-statement hot paths of kanban/postgres_paths.py."""
-        with self._transaction(write=False) as conn:
+        with self._own_writes(), self._transaction(write=False) as conn:
             yield conn
 
     @contextmanager
