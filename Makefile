@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint docs reference clean chromium bwrap
+.PHONY: demo test bench lint docs reference clean chromium bwrap pgbouncer
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m kanban.cli.demo
 
-test: $(STAMP) chromium bwrap
+test: $(STAMP) chromium bwrap pgbouncer
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The browser tests drive Debian's chromium through Playwright (never a downloaded browser):
@@ -37,6 +37,17 @@ bwrap:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap \
 	      >/dev/null; \
 	  else echo "bwrap is missing: the sandbox tests will skip"; fi; }
+
+# The PostgreSQL fleet tests put Debian's pgbouncer (transaction pooling) in front of the
+# server, each on a port and config of its own: installed the same way (CI=true turns their
+# skip into a failure).
+pgbouncer:
+	@test -x /usr/sbin/pgbouncer || command -v pgbouncer >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's pgbouncer for the PostgreSQL fleet tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer \
+	      >/dev/null; \
+	  else echo "pgbouncer is missing: the PostgreSQL fleet tests will skip"; fi; }
 
 bench: $(STAMP)
 	$(PY) -m bench

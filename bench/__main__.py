@@ -21,6 +21,7 @@ from bench import (
     memory,
     metrics,
     netproxy,
+    pg_fleet,
     postgres,
     recovery,
     resume,
@@ -50,6 +51,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "idle": idle.run,  # an idle dispatcher on 100,000 cards: its CPU, a writer's lock wait
     "fleet": fleet.run,  # hundreds of workers streaming at once on one host
     "postgres": postgres.run,  # beside procrastinate and pgqueuer; none without a server
+    "pg_fleet": pg_fleet.run,  # server connections of 4 dispatchers' workers, pooled or not
     "metrics": metrics.run,  # a /metrics scrape at 100,000 cards against 1,000
 }
 RESULTS = Path(__file__).resolve().parent / "results.md"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -33,13 +32,20 @@ from kanban.dispatcher.spawn import (
     SubprocessSpawner,
 )
 from kanban.dispatcher.stopping import SHUTDOWN_PATIENCE_S, Stopping
-from kanban.dispatcher.wake import ChangeWatcher, Doorbell, NotifyWatcher, change_watcher
+from kanban.dispatcher.wake import (
+    ChangeWatcher,
+    Doorbell,
+    NotifyWatcher,
+    PollWatcher,
+    change_watcher,
+)
 from kanban.dispatcher.workspace import ready_workspace
 from kanban.endpoints import endpoint_profile, with_endpoint
 from kanban.records import Claim
 from kanban.service import Kanban
 from kanban.state.config import Config, Profile, default_max_workers
 from kanban.state.errors import DatabaseError, TransientDatabaseError
+from kanban.state.pg_fleet import SLOTS_ENV, SlotGate
 from kanban.state.retry import retry_transient
 from kanban.state.sqlite_errors import BUSY
 from kanban.state.store import FileGuard
@@ -69,14 +75,12 @@ class Dispatcher(FaultDuties, Stopping):
         self.instance = Instance()
         self.host = self.instance.host
         self.wake = Doorbell()
-        self.stop_requested = threading.Event()
-        self.hand_back = threading.Event()
         self.workers = LocalWorkers()
         self.ran: set[int] = set()  # the cards it claimed (`dispatch --once` judges them)
         self.id: int | None = None
         self.stopped_by: int | None = None  # the signal that stopped it, if one did
         self.spawner: Spawner | None = None
-        self.watcher: ChangeWatcher | NotifyWatcher | None = None
+        self.watcher: ChangeWatcher | NotifyWatcher | PollWatcher | None = None
         self.courier: Courier | None = None  # delivers cron results on its own thread
         self._next_tick = 0.0
         self._next_curate = 0.0  # the skill curator: first tick, then hourly
@@ -90,8 +94,9 @@ class Dispatcher(FaultDuties, Stopping):
         self._spawner_gone = False  # the forkserver died and could not be restarted yet
         self._breaker_stored = False  # whether the stored breaker state says open
         self._claims_in_doubt = False  # a write failed mid-outage: a claim may have landed
-        self._stop_calls = 0  # request_stop calls (signals): the second hands cards back
+        self.init_stopping()
         self.file_guard: FileGuard | None = None  # SQLite: keeps the -wal file in place
+        self.slots: SlotGate | None = None  # PostgreSQL: its workers' connections, bounded
 
     # lifecycle
     def start(self) -> None:
@@ -108,6 +113,9 @@ class Dispatcher(FaultDuties, Stopping):
         retry_transient(lambda: rescue.adopt_dead_instances(self), backoff=OUTAGE_BACKOFF,
                         stop=self.stop_requested, on_retry=self._say_retry)
         self._start_file_guard()
+        if self.kb.db.dialect == "postgresql":
+            self.slots = SlotGate.for_workers(
+                self.home / "run" / f"pg-slots-{self.instance.id[:16]}", self.max_workers).create()
         self.spawner = self._new_spawner()
         self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s, wakeups_only=True)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
@@ -317,6 +325,8 @@ class Dispatcher(FaultDuties, Stopping):
         env = card_env(self.env, self.config, profile, claim, workspace, timeout_s=timeout,
                        db_target=self.db_target, lease_s=self.lease_s,
                        dispatcher=self.instance.id)
+        if self.slots is not None:
+            env[SLOTS_ENV] = self.slots.env_value
         request = SpawnRequest(
             env=env, cwd=str(workspace.path),
             log=str(self.home / "logs" / f"{claim.card_id}-{claim.attempt}.log"))
@@ -387,6 +397,9 @@ class Dispatcher(FaultDuties, Stopping):
                                     backoff=OUTAGE_BACKOFF)
             if self.file_guard is not None:
                 self.file_guard.stop()
+            if self.slots is not None:
+                self.slots.remove()  # workers left running connect ungated
+            self.stop_done()
 
     def _stopped(self) -> None:
         assert self.id is not None

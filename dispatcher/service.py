@@ -74,6 +74,7 @@ def dispatch(kb: Kanban, location: DbLocation, options: DispatchOptions, *,
     seal_dispatcher()
     for note in startup_notes(dispatcher):
         say(note)
+    dispatcher.exit_when_stuck = True  # this process is the dispatcher (stopping.py)
     with stop_on_signals(dispatcher), serving_metrics(dispatcher, say):
         dispatcher.run(once=once)
     return dispatcher

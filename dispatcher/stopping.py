@@ -2,12 +2,22 @@
 for --drain-timeout, a second (or the timeout) hands their cards back at once, with no
 attempt spent.
 
+Stopping never hangs on the database: from the first signal a watchdog thread allows the
+drain, the workers' kill grace and `hand_back_budget()` for handing cards back; from a
+second signal, SECOND_SIGNAL_S. Past that it stops the workers, names the cards it could
+not hand back (their leases lapse, another dispatcher requeues them) and exits
+EXIT_STRANDED, wherever the main thread waits (a statement to a server that went silent
+never returns on its own).
+
 A mixin of `Dispatcher` (dispatcher/loop.py), which owns the state named below.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 from contextlib import suppress
@@ -21,7 +31,10 @@ from kanban.records import Claim
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import retry_transient
 
-SHUTDOWN_PATIENCE_S = 10.0  # how long a stopping dispatcher retries handing cards back
+SHUTDOWN_PATIENCE_S = 10.0  # how long a stopping dispatcher retries recording its stop
+HAND_BACK_MIN_S = 5.0  # handing cards back gets max(--drain-timeout, this)
+SECOND_SIGNAL_S = 0.5  # after a second signal: what is not handed back by then stays out
+EXIT_STRANDED = 75  # stopped with cards it could not hand back (EX_TEMPFAIL)
 
 
 class Stopping:
@@ -33,7 +46,11 @@ class Stopping:
     stop_requested: threading.Event
     hand_back: threading.Event
     stopped_by: int | None
+    stranded: list[int]  # cards it could not hand back (set as it stops)
     _stop_calls: int
+    _stop_deadline: float | None
+    _stop_lock: threading.Lock
+    exit_when_stuck: bool
 
     # the loop's own, used here
     def reap_exited(self) -> None:
@@ -45,6 +62,17 @@ class Stopping:
     def _hand_back(self, claim: Claim, reason: str, delay_s: float = 0.0) -> None:
         raise NotImplementedError
 
+    def init_stopping(self) -> None:
+        self.stop_requested = threading.Event()
+        self.hand_back = threading.Event()
+        self._stop_calls = 0  # request_stop calls (signals): the second hands cards back
+        self._stop_deadline = None  # exit by then, whatever hangs
+        self._stop_lock = threading.Lock()
+        self.stranded = []
+        # Only a dispatcher that is its own process (`kanban dispatch`) may exit from the
+        # watchdog; one embedded in another program (or a test) never is.
+        self.exit_when_stuck = False
+
     def request_stop(self, signum: int | None = None) -> None:
         """First call: stop claiming, drain for --drain-timeout, hand the rest back. Second
         call: hand running cards back now."""
@@ -55,6 +83,9 @@ class Stopping:
         self._stop_calls += 1
         again = self._stop_calls > 1
         self.stop_requested.set()
+        if self.exit_when_stuck:
+            self._arm_stop_watch(SECOND_SIGNAL_S if again else self.opts.drain_timeout_s
+                                 + self.opts.kill_grace_s + self.hand_back_budget())
         if again:
             self.hand_back.set()
             event(f"handing back {len(self.workers)} running card(s)", logging.WARNING,
@@ -64,6 +95,49 @@ class Stopping:
                   f"{self.opts.drain_timeout_s:g}s, then go back to ready (signal again to "
                   "hand them back now)", kind="draining", running=len(self.workers))
         self.wake.set()
+
+    def hand_back_budget(self) -> float:
+        return max(self.opts.drain_timeout_s, HAND_BACK_MIN_S)
+
+    def _arm_stop_watch(self, budget_s: float) -> None:
+        """Exit by `budget_s` from now at the latest (an earlier deadline stands)."""
+        with self._stop_lock:
+            deadline = time.monotonic() + budget_s
+            if self._stop_deadline is not None and self._stop_deadline <= deadline:
+                return
+            self._stop_deadline = deadline
+        threading.Thread(target=self._watch_stop, args=(deadline,), name="stop-watch",
+                         daemon=True).start()
+
+    def _watch_stop(self, deadline: float) -> None:
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        with self._stop_lock:
+            if self._stop_deadline != deadline:
+                return  # a nearer deadline's thread acts, or the stop is over
+        running = list(self.workers)
+        for worker in running:  # their cards stay claimed until the leases lapse
+            procs.signal_group(worker.pid, signal.SIGKILL)
+        if running:
+            self._strand(sorted(w.card_id for w in running), "the database did not answer "
+                         "in time")
+        else:  # every card went back; recording the stop itself hung
+            event("stopping took longer than allowed (the database did not answer); "
+                  "exiting", logging.ERROR, kind="stop_overdue")
+        with suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(EXIT_STRANDED)
+
+    def stop_done(self) -> None:
+        """Shutdown finished: the watchdog stands down."""
+        with self._stop_lock:
+            self._stop_deadline = -1.0
+
+    def _strand(self, cards: list[int], why: str) -> None:
+        self.stranded = cards
+        named = ", ".join(f"#{c}" for c in cards) or "no card"
+        event(f"could not hand back {named} ({why}); their leases will lapse and another "
+              "dispatcher requeues them", logging.ERROR, kind="stranded", cards=cards)
 
     def _drain(self, timeout_s: float | None) -> None:
         """Let running workers finish for up to timeout_s (None: as long as they take; a
@@ -81,9 +155,11 @@ class Stopping:
             self.wake.clear()
         for worker in self.workers:
             procs.kill_and_confirm(worker.pid, timeout=self.opts.kill_grace_s)
-        with suppress(DatabaseError):
-            retry_transient(self._hand_back_all, patience_s=SHUTDOWN_PATIENCE_S,
+        try:
+            retry_transient(self._hand_back_all, patience_s=self.hand_back_budget(),
                             backoff=OUTAGE_BACKOFF)
+        except DatabaseError as exc:
+            self._strand(sorted(w.card_id for w in self.workers), exc.message)
 
     def _hand_back_all(self) -> None:
         for worker in self.workers:

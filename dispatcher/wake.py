@@ -273,10 +273,28 @@ class NotifyWatcher:
         self._thread.join(timeout=2 * self.RECEIVE_S + 1)
 
 
+class PollWatcher:
+    """PostgreSQL reached only through a transaction pooler, with no direct URL to LISTEN
+    on (KANBAN_DB_LISTEN), or by a worker: no notifications; the caller looks at the board
+    every time its wait ends (at the latest every POLL_S, and at once when `event` is set)."""
+
+    POLL_S = 1.0
+
+    def wait(self, timeout: float, event: threading.Event) -> bool:
+        event.wait(min(timeout, self.POLL_S))
+        return True
+
+    def close(self) -> None:
+        pass
+
+
 def change_watcher(db: Database, *, poll_s: float = 0.005,
-                   wakeups_only: bool = False) -> ChangeWatcher | NotifyWatcher:
+                   wakeups_only: bool = False) -> ChangeWatcher | NotifyWatcher | PollWatcher:
     """The watcher for this store: data_version and inotify on SQLite, LISTEN on PostgreSQL
-    (whose notifications are the wake-ups already)."""
+    (whose notifications are the wake-ups already), polling behind a pooler alone."""
     if db.dialect == "postgresql":
+        # A worker (a lead waiting on its children) holds no connection while it waits.
+        if db.quiet_worker or db.listening_url() is None:  # type: ignore[attr-defined]
+            return PollWatcher()
         return NotifyWatcher(db)
     return ChangeWatcher(db.path, poll_s=poll_s, wakeups_only=wakeups_only)

@@ -18,10 +18,20 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from kanban.state.errors import DatabaseError, TransientDatabaseError
+from kanban.state.pg_clock import ServerClock
+from kanban.state.pg_faults import (
+    OUT_OF_CONNECTIONS,
+    first_line,
+    hide_password,
+    is_transient,
+    normalise_url,
+    out_of_connections,
+)
+from kanban.state.pg_fleet import LeanPool, SlotGate, SlotsBusy, listen_url, session_sql
 from kanban.state.retry import Backoff
 from kanban.state.store import Conn, Database
 
@@ -31,89 +41,10 @@ IDLE_IN_TRANSACTION_TIMEOUT_S = 120
 PATIENCE_S = 15.0  # how long a transaction waits for the server before giving up
 POOL_MAX = 4
 POOL_WAIT_S = 1.0  # longer without a connection: look at the server directly
-CLOCK_RESYNC_S = 60.0
 NOTIFY_CHANNEL = "kanban"  # the triggers of migration 3 notify here
 _BACKOFF = Backoff(first_s=0.05, cap_s=1.0)
-# SQLSTATE classes worth another try: connection exception, transaction rollback
-# (serialization failure, deadlock), insufficient resources, lock not available,
-# query cancelled (statement timeout), admin/crash shutdown and "starting up".
-_TRANSIENT_STATES = ("08", "40", "53", "55P03", "57014", "57P01", "57P02", "57P03")
-_PERMANENT_ON_CONNECT = ("28", "3D", "42501")  # credentials, no such database, no access
-_PERMANENT_CONNECT_TEXT = ("authentication failed", "does not exist", "pg_hba.conf",
-                           "permission denied", "password")
-
 # The pool logs every failed reconnection; the caller reports what matters in one line.
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-
-
-def normalise_url(url: str) -> str:
-    """postgres://, postgresql:// and SQLAlchemy's postgresql+psycopg:// as a libpq URL."""
-    for scheme in ("postgresql+psycopg://", "postgresql+psycopg2://", "postgres://"):
-        if url.startswith(scheme):
-            return "postgresql://" + url.removeprefix(scheme)
-    return url
-
-
-def hide_password(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at or ":" not in creds:
-        return url
-    user = creds.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{host}"
-
-
-def is_transient(exc: BaseException, *, connecting: bool = False) -> bool:
-    """True for errors that another try may not meet (the server away or busy). While
-    connecting, anything but bad credentials or a missing database counts (a server
-    starting up, or one not accepting connections for a while)."""
-    import psycopg
-
-    state = getattr(exc, "sqlstate", None)
-    if connecting and isinstance(exc, psycopg.OperationalError):
-        if state:
-            return not state.startswith(_PERMANENT_ON_CONNECT)
-        text = str(exc)  # libpq reports a refused login as text only
-        return not any(words in text for words in _PERMANENT_CONNECT_TEXT)
-    if state:
-        return state.startswith(_TRANSIENT_STATES)
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-class ServerClock:
-    """The server's `clock_timestamp()`, sampled on a connection and carried forward by this
-    process's monotonic clock: one clock for every host, at no round trip per read."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._server: datetime | None = None
-        self._mono = 0.0
-        self._rtt = 0.0
-
-    def sample(self, raw: Any) -> None:
-        t0 = time.monotonic()
-        server = raw.execute("SELECT clock_timestamp()").fetchone()[0]
-        t1 = time.monotonic()
-        with self._lock:
-            fresh = self._server is None or t1 - self._mono > CLOCK_RESYNC_S
-            if fresh or t1 - t0 <= max(2 * self._rtt, 0.002):  # keep the tighter sample
-                self._server, self._mono, self._rtt = server.astimezone(UTC), (t0 + t1) / 2, \
-                    t1 - t0
-
-    @property
-    def stale(self) -> bool:
-        return self._server is None or time.monotonic() - self._mono > CLOCK_RESYNC_S
-
-    def now(self) -> datetime | None:
-        server, mono = self._server, self._mono
-        if server is None:
-            return None
-        return server + timedelta(seconds=time.monotonic() - mono)
 
 
 def _idle_and_open(raw: Any) -> None:
@@ -145,8 +76,14 @@ class PostgresDatabase(Database):
         self.pool_max = pool_max
         self.statement_timeout_s = statement_timeout_s
         self.server_clock = ServerClock()
+        # Behind a transaction pooler (found on the first connection): no session options,
+        # the timeouts SET LOCAL in every transaction, no LISTEN on this URL.
+        self.pooled: bool | None = None
+        self.lean_gate: SlotGate | None = None
+        self.lean_pool = False  # a worker's LeanPool instead of the psycopg_pool
         self._pool: Any = None
         self._lock = threading.Lock()
+        self._writing = threading.RLock()  # a worker's writes, one at a time
         ref = weakref.ref(self)
 
         def forget_in_child() -> None:
@@ -165,35 +102,87 @@ class PostgresDatabase(Database):
         return hide_password(self.url)
 
     # connections
-    def connect_kwargs(self) -> dict[str, Any]:
+    def connect_kwargs(self, *, options: bool | None = None) -> dict[str, Any]:
         """libpq settings of every kanban connection: timeouts and TCP keepalives, so a dead
-        peer or a hung statement is noticed in seconds, not at the kernel's leisure."""
+        peer or a hung statement is noticed in seconds, not at the kernel's leisure. No
+        prepared statements: a pooler may hand each transaction another server session.
+        The timeouts travel as startup options unless a pooler refuses them."""
         from psycopg.conninfo import conninfo_to_dict
 
         given = conninfo_to_dict(self.url)
-        options = " ".join(filter(None, [
-            str(given.get("options") or ""),
-            f"-c statement_timeout={int(self.statement_timeout_s * 1000)}",
-            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}",
-        ]))
-        return {"autocommit": True, "connect_timeout": given.get("connect_timeout")
-                or CONNECT_TIMEOUT_S, "options": options, "keepalives": 1,
-                "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-                "tcp_user_timeout": 20_000,
-                "application_name": given.get("application_name") or "kanban"}
+        kwargs: dict[str, Any] = {
+            "autocommit": True, "prepare_threshold": None,
+            "connect_timeout": given.get("connect_timeout") or CONNECT_TIMEOUT_S,
+            "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+            "keepalives_count": 3, "tcp_user_timeout": 20_000,
+            "application_name": given.get("application_name") or "kanban"}
+        if options if options is not None else not self.pooled:
+            kwargs["options"] = " ".join(filter(None, [
+                str(given.get("options") or ""),
+                f"-c statement_timeout={self._timeout_ms}",
+                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}",
+            ]))
+        return kwargs
 
-    def connect(self) -> Any:
+    @property
+    def _timeout_ms(self) -> int:
+        return int(self.statement_timeout_s * 1000)
+
+    def connect(self, url: str | None = None) -> Any:
         """A connection of its own (not pooled), e.g. for LISTEN; DatabaseError if none."""
         try:
-            return self._psycopg.connect(self.url, **self.connect_kwargs())
+            return self._connect(url or self.url)
         except self._psycopg.Error as exc:
             raise self._translate(exc, f"cannot connect to {self.display}",
                                   connecting=True) from None
 
+    def _connect(self, url: str) -> Any:
+        """One connection, learning on the first whether a pooler stands in between: one
+        that refuses the startup options, or takes them without applying them."""
+        if self.pooled is not None:
+            return self._psycopg.connect(url, **self.connect_kwargs())
+        try:
+            raw = self._psycopg.connect(url, **self.connect_kwargs(options=True))
+        except self._psycopg.OperationalError as exc:
+            if "unsupported startup parameter" not in str(exc):
+                raise
+            self.pooled = True
+            if not self.lean_pool:  # its connections would ask for the options again
+                self._drop_pool()
+            return self._psycopg.connect(url, **self.connect_kwargs())
+        try:
+            self._learn_pooled(raw)
+        except BaseException:
+            raw.close()
+            raise
+        return raw
+
+    def _learn_pooled(self, raw: Any) -> None:
+        """A pooler that passed our startup options on would not apply them either."""
+        applied = raw.execute("SELECT current_setting('statement_timeout')").fetchone()[0]
+        self.pooled = applied in ("0", "", None)
+
+    def _configure(self, raw: Any) -> None:
+        """Each new pooled connection: the server's clock; whether a pooler stands between
+        (a refusing pooler is found by `_diagnose`, which replaces the pool)."""
+        self.server_clock.sample(raw)
+        if self.pooled is None:
+            self._learn_pooled(raw)
+
+    def listening_url(self) -> str | None:
+        """Where this database's change notifications can be heard (None: nowhere, poll)."""
+        if self.pooled is None:
+            self.connect().close()  # learn whether a pooler stands in between
+        return listen_url(self.url, bool(self.pooled))
+
     def listen(self) -> Any:
         """A connection of its own LISTENing for the board's change notifications; read them
-        with its `notifies(timeout=...)`."""
-        raw = self.connect()
+        with its `notifies(timeout=...)`. DatabaseError when there is nowhere to listen."""
+        url = self.listening_url()
+        if url is None:
+            raise DatabaseError(f"{self.display} is a transaction pooler: set KANBAN_DB_LISTEN "
+                                "to a direct URL to LISTEN")
+        raw = self.connect(normalise_url(url))
         try:
             raw.execute(f"LISTEN {NOTIFY_CHANNEL}")
         except self._psycopg.Error as exc:
@@ -202,30 +191,49 @@ class PostgresDatabase(Database):
             raise self._translate(exc, f"cannot listen on {self.display}") from None
         return raw
 
+    def for_worker(self, slots: str | None) -> None:
+        """Connections only while in use (plus a moment), each holding one of the
+        dispatcher's slots when it gave some; lease checks only at renewals."""
+        self.lean_pool, self.lean_gate = True, SlotGate.from_env(slots)
+        self.quiet_worker = True
+        self.dispose()
+
     def _pool_(self) -> Any:
         pool = self._pool
         if pool is None:
             with self._lock:
-                if self._pool is None:
+                if self._pool is None and self.lean_pool:
+                    self._pool = LeanPool(lambda: self._connect(self.url), self.lean_gate,
+                                          configure=self.server_clock.sample,
+                                          check=_idle_and_open)
+                elif self._pool is None:
                     self._pool = self._psycopg_pool.ConnectionPool(
                         self.url, kwargs=self.connect_kwargs(), min_size=1,
                         max_size=self.pool_max, open=False, name="kanban",
-                        configure=self.server_clock.sample, check=_idle_and_open,
+                        configure=self._configure, check=_idle_and_open,
                         timeout=self.patience_s, reconnect_timeout=3600.0, num_workers=1)
                     self._pool.open(wait=False)
                 pool = self._pool
         return pool
 
+    def _drop_pool(self) -> None:
+        with self._lock:
+            stale, self._pool = self._pool, None
+        if stale is not None:
+            stale.close(timeout=0)
+
     def _forget(self) -> None:
         """In a forked child: never touch the parent's pool or its sockets."""
         self._pool = None
         self._lock = threading.Lock()
+        self._writing = threading.RLock()
 
     def _translate(self, exc: BaseException, what: str, *, in_doubt: bool = False,
                    connecting: bool = False) -> DatabaseError:
         message = f"{what}: {first_line(exc)}"
         if is_transient(exc, connecting=connecting):
-            return TransientDatabaseError(message, in_doubt=in_doubt)
+            kind = OUT_OF_CONNECTIONS if out_of_connections(exc) else None
+            return TransientDatabaseError(message, in_doubt=in_doubt, kind=kind)
         return DatabaseError(message)
 
     def _checkout(self, begin: bool) -> tuple[Any, Any]:
@@ -240,16 +248,32 @@ class PostgresDatabase(Database):
                 raw = pool.getconn(timeout=wait)
             except self._psycopg_pool.PoolClosed:
                 continue  # another thread renewed the pool meanwhile: take the new one
+            except SlotsBusy as exc:  # the dispatcher's other workers hold every slot
+                if time.monotonic() >= deadline:
+                    raise TransientDatabaseError(f"{exc} ({self.display})") from None
+                continue
             except self._psycopg_pool.PoolTimeout:
                 error = self._diagnose()
                 if not isinstance(error, TransientDatabaseError) or \
                         time.monotonic() >= deadline:
                     raise error from None
                 continue
+            except psycopg.Error as exc:  # a lean pool connects in this thread
+                error = self._translate(exc, f"cannot connect to {self.display}",
+                                        connecting=True)
+                if not isinstance(error, TransientDatabaseError) or \
+                        time.monotonic() >= deadline:
+                    raise error from None
+                time.sleep(min(_BACKOFF.delay(attempt), max(0.0, deadline - time.monotonic())))
+                attempt += 1
+                continue
             try:
                 if self.server_clock.stale:
                     self.server_clock.sample(raw)
-                if begin:
+                if self.pooled:  # reads too: a pooler's session keeps no timeout of ours
+                    raw.execute(session_sql(self._timeout_ms,
+                                            IDLE_IN_TRANSACTION_TIMEOUT_S * 1000))
+                elif begin:
                     raw.execute("BEGIN")
                 return pool, raw
             except psycopg.Error as exc:
@@ -268,10 +292,7 @@ class PostgresDatabase(Database):
             time.sleep(min(POOL_WAIT_S, _BACKOFF.cap_s))  # not a busy loop while it is away
             return exc
         probe.close()
-        with self._lock:
-            stale, self._pool = self._pool, None
-        if stale is not None:
-            stale.close(timeout=0)
+        self._drop_pool()
         return TransientDatabaseError(f"no free connection to {self.display}")
 
     @staticmethod
@@ -292,8 +313,19 @@ class PostgresDatabase(Database):
     # transactions
     @contextmanager
     def write(self) -> Iterator[Conn]:
-        with self._transaction(write=True) as conn:
+        with self._own_writes(), self._transaction(write=True) as conn:
             yield conn
+
+    @contextmanager
+    def _own_writes(self) -> Iterator[None]:
+        """A worker's writes one at a time: its heartbeat and its agent touch the same card
+        and run rows, in orders that deadlocked each other (and spent the lease in retries);
+        one connection at a time is also all it needs."""
+        if not self.lean_pool:
+            yield
+            return
+        with self._writing:
+            yield
 
     @contextmanager
     def read(self) -> Iterator[Conn]:
@@ -304,7 +336,7 @@ class PostgresDatabase(Database):
     def statement(self) -> Iterator[Conn]:
         """A connection for one self-contained statement (atomic on its own: one round trip,
         no BEGIN/COMMIT). For the single-statement hot paths of kanban/postgres_paths.py."""
-        with self._transaction(write=False) as conn:
+        with self._own_writes(), self._transaction(write=False) as conn:
             yield conn
 
     @contextmanager
@@ -314,14 +346,14 @@ class PostgresDatabase(Database):
         committing = False
         try:
             yield Conn(raw, "postgresql")
-            if write:
-                committing = True
+            if write or self.pooled:
+                committing = write
                 raw.execute("COMMIT")
         except BaseException as exc:
             if raw.broken or raw.closed:
                 self._discard(pool, raw)
                 raw = None
-            elif write and not committing:
+            elif (write or self.pooled) and not committing:
                 try:
                     raw.execute("ROLLBACK")
                 except psycopg.Error:
@@ -358,3 +390,7 @@ class PostgresDatabase(Database):
         if pool is not None:
             with suppress(Exception):
                 pool.close(timeout=5)
+
+
+__all__ = ["PostgresDatabase", "ServerClock", "first_line", "hide_password", "is_transient",
+           "normalise_url"]

@@ -63,7 +63,8 @@ def retry_transient(
 
 # Faults of the host rather than of a busy lock or an absent server: a worker meeting one
 # for long gives its card back (without spending an attempt) instead of waiting on.
-HOST_FAULTS = frozenset({"read_only", "full", "io", "wal_missing"})
+HOST_FAULTS = frozenset({"read_only", "full", "io", "wal_missing",
+                         "connections"})  # PostgreSQL with no connection to give
 HOST_FAULT_PATIENCE_S = 3.0
 
 

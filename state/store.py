@@ -102,6 +102,9 @@ class Database:
     dialect: str = ""
     path: Path | None = None
     patience_s: float = 0.0  # how long a transaction waits for an unreachable server
+    # A worker on this store reads only to renew its lease or store what it must (its
+    # dispatcher stops it by signal when its card is cancelled): set by `for_worker`.
+    quiet_worker: bool = False
 
     @property
     def target(self) -> str:
@@ -154,6 +157,10 @@ class Database:
     def data_version(self, conn: Conn) -> int:
         """A number that moves when another connection commits (0 where unknown)."""
         return 0
+
+    def for_worker(self, slots: str | None) -> None:
+        """Fit this store to a worker process, which mostly waits on its model or commands;
+        `slots` is what its dispatcher handed it to share connections (KANBAN_DB_SLOTS)."""
 
     def dispose(self) -> None:
         """Close every connection this process holds."""

@@ -28,7 +28,7 @@ OUTPUTS = ".kanban-outputs"  # whole outputs that were cut for the model, inside
 _CREDENTIAL_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_CREDENTIALS")
 _CREDENTIAL_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AZURE_OPENAI_")
 _WORKER_ONLY = ("KANBAN_DB", "KANBAN_CLAIM_TOKEN", "KANBAN_RUN", "KANBAN_LEASE_S", "KANBAN_MODEL",
-                "KANBAN_RESOLVED_WORKSPACE")
+                "KANBAN_RESOLVED_WORKSPACE", "KANBAN_DB_SLOTS")  # slots: a command could hog
 
 
 _CREDENTIAL_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")

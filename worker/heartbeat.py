@@ -17,6 +17,7 @@ from kanban.agent import standby
 from kanban.agent.interrupt import Interrupt
 from kanban.batch_writes import ActivityWrite, Renewal
 from kanban.errors import LeaseLost
+from kanban.state.pg_fleet import mark_urgent
 from kanban.state.retry import Backoff
 from kanban.tools.scope import WorkerScope
 from kanban.transitions import assert_lease
@@ -39,7 +40,9 @@ class HeartbeatThread:
         self.activity = activity
         self.interrupt = interrupt
         self.interval = max(0.05, scope.lease_s / 3)
-        watching = activity is not None or interrupt is not None
+        # On a quiet store (PostgreSQL) its connection is closed between renewals.
+        watching = (activity is not None or interrupt is not None) and \
+            not scope.kb.db.quiet_worker
         self.check_s = min(check_s, self.interval) if watching else self.interval
         self._stopped = False
         self._wake = activity.urgent if activity is not None else threading.Event()
@@ -55,6 +58,7 @@ class HeartbeatThread:
             self._thread.join(timeout)
 
     def run(self) -> None:
+        mark_urgent()  # a busy fleet's start-up reads never take the renewals' connections
         renew_at = time.monotonic() + self.interval
         wait, failures = self.check_s, 0
         while True:

@@ -22,6 +22,7 @@ from kanban.state import open_database
 from kanban.state.config import Config
 from kanban.state.errors import ConfigError, DatabaseError
 from kanban.state.paths import DbLocation
+from kanban.state.pg_fleet import SLOTS_ENV
 from kanban.state.retry import retry_transient
 from kanban.state.sqlite import BUSY_SLICE_S
 from kanban.state.store import Database
@@ -70,6 +71,7 @@ def main(env: Mapping[str, str] | None = None, *, db: Database | None = None) ->
     except DatabaseError as exc:
         return _infrastructure(exc)
     _fit_patience(db, wenv.lease_s)
+    db.for_worker(env.get(SLOTS_ENV))
     try:
         kb = Kanban(db)
         try:

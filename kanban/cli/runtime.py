@@ -65,6 +65,7 @@ def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
     from kanban.dispatcher.logs import configure
     from kanban.dispatcher.options import DispatchOptions
     from kanban.dispatcher.service import dispatch as run_dispatch
+    from kanban.dispatcher.stopping import EXIT_STRANDED
 
     kb = open_kanban(ctx)
     config_of(ctx)  # a bad config.toml is one error line before anything starts
@@ -76,6 +77,8 @@ def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
     output.note(f"dispatching from {kb.db.display} (Ctrl-C to stop)")
     d = run_dispatch(kb, location, options, once=once, say=output.note)
     output.note(f"dispatcher {d.id} stopped")
+    if d.stranded:  # named in its log: their leases lapse, another dispatcher requeues them
+        sys.exit(EXIT_STRANDED)
     if d.stopped_by == signal.SIGINT:
         sys.exit(EXIT_INTERRUPTED)
     if once and d.id is not None:

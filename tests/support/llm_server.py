@@ -165,6 +165,10 @@ class RecordedRequest:
     size: int = 0  # bytes of the request body
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # hundreds of workers may call at once (a fleet test)
+
+
 class LLMServer:
     """A threaded HTTP server on 127.0.0.1 (a free port), serving scripted replies."""
 
@@ -181,7 +185,7 @@ class LLMServer:
         self._aborted = 0
 
     def start(self) -> LLMServer:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
         if self.tls is not None:
             self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True)
         serve = partial(self._httpd.serve_forever, poll_interval=0.01)  # stop() is quick

@@ -1,0 +1,84 @@
+"""PostgreSQL out of connections for kanban's role ("too many connections", SQLSTATE 53300,
+as "sorry, too many clients already"): workers that cannot connect give their card back
+without spending an attempt, the dispatcher's breaker opens, nothing crashes, and the card
+runs once connections are to be had again."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kanban.cards import NewCard
+from kanban.service import Kanban
+from tests.support.db import PG_HOST, PG_PORT, open_postgres
+from tests.support.llm_server import LLMServer, tool_reply
+from tests.support.pg import pg_query
+from tests.support.procs import start_dispatcher, stop, wait_until
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def role_url(pg_url: str) -> Iterator[tuple[str, str]]:
+    """pg_url, owned by and reached as a role of this test's own (superusers ignore
+    connection limits)."""
+    role = f"kanban_limited_{uuid.uuid4().hex[:10]}"
+    name = pg_url.rsplit("/", 1)[1]
+    pg_query(pg_url, f'CREATE ROLE "{role}" LOGIN')
+    try:
+        pg_query(pg_url, f'ALTER DATABASE "{name}" OWNER TO "{role}"')
+        pg_query(pg_url, f'GRANT ALL ON SCHEMA public TO "{role}"')
+        yield f"postgresql://{role}@{PG_HOST}:{PG_PORT}/{name}", role
+    finally:
+        pg_query(pg_url, f'ALTER DATABASE "{name}" OWNER TO postgres')
+        pg_query(pg_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE usename = %s", (role,))
+        pg_query(pg_url, f'DROP OWNED BY "{role}"')
+        pg_query(pg_url, f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_a_server_out_of_connections_spends_no_attempt(
+        pg_url: str, role_url: tuple[str, str], tmp_path: Path) -> None:
+    url, role = role_url
+    db = open_postgres(url)
+    config = tmp_path / "kanban.toml"
+    config.write_text('[limits]\nlease_s = 4\n[profiles.default]\nmodel = "openai:m"\n')
+    log = tmp_path / "d.log"
+
+    def connections() -> int:
+        return int(pg_query(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
+                            (role,))[0][0])
+
+    with LLMServer(responder=lambda body: tool_reply(("kanban_complete", {"summary": "ok"}))
+                   ) as llm:
+        env = {**os.environ, **llm.env(), "KANBAN_CONFIG": str(config)}
+        proc = start_dispatcher(url, "--max-workers", "1", env=env, log=log)  # type: ignore[arg-type]
+        try:
+            wait_until(lambda: "started" in log.read_text(), timeout=60, what="the dispatcher")
+            db.dispose()
+            # No connection more for the role than those the dispatcher holds now.
+            pg_query(pg_url, f'ALTER ROLE "{role}" CONNECTION LIMIT {max(1, connections())}')
+            card = Kanban(open_postgres(pg_url)).add_card(NewCard(title="t", goal="g",
+                                                                  max_attempts=1))
+            wait_until(lambda: "circuit breaker open" in log.read_text(), timeout=120,
+                       what="the breaker open")
+            assert proc.poll() is None
+            pg_query(pg_url, f'ALTER ROLE "{role}" CONNECTION LIMIT -1')
+            wait_until(lambda: pg_query(pg_url, "SELECT status FROM card WHERE id = %s",
+                                        (card.id,)) == [("done",)], timeout=120,
+                       what="the card done")
+        finally:
+            code = stop(proc, timeout=60)
+    text = log.read_text()
+    assert code == 0, text
+    assert "Traceback" not in text
+    assert "too many connections" in text, text
+    # max_attempts = 1, yet done: each worker that could not connect handed the card back
+    outcomes = [o for (o,) in pg_query(pg_url, "SELECT outcome FROM run WHERE card_id = %s "
+                                               "ORDER BY id", (card.id,))]
+    assert outcomes[-1] == "completed" and len(outcomes) >= 2, outcomes
+    assert set(outcomes[:-1]) == {"handed_back"}, outcomes
