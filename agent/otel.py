@@ -63,6 +63,9 @@ class OtelRunTrace(RunTrace):
         _PROPAGATOR.inject(carrier, context=self.context)
         self.traceparent = carrier.get("traceparent")
 
+    def keep_out(self, scrub: Scrub) -> None:
+        self.scrub = scrub
+
     def model_call(self, model: str, messages: Sequence[Message],
                    tools: Sequence[ToolSpec]) -> ModelSpan:
         provider, name = _split(model)

@@ -51,6 +51,9 @@ class RunTrace:
         self.traceparent: str | None = None  # W3C context of the run's span, for its children
         self.scrub: Scrub = _unchanged
 
+    def keep_out(self, scrub: Scrub) -> None:
+        """Pass every text a span would hold through `scrub` (which masks credentials)."""
+
     def model_call(self, model: str, messages: Sequence[Message],
                    tools: Sequence[ToolSpec]) -> ModelSpan:
         return NO_MODEL_SPAN

@@ -53,7 +53,7 @@ def traced_run(exporter: InMemorySpanExporter, *, capture: bool = False,
     tracer = tracing(exporter, capture=capture)
     run = tracer.run("invoke_agent default", {"gen_ai.operation.name": "invoke_agent"},
                      parent=None)
-    run.scrub = lambda text: text.replace(SECRET, "[redacted]")
+    run.keep_out(lambda text: text.replace(SECRET, "[redacted]"))
     run_agent(two_calls(), system="be brief", prompt=prompt, toolbox=echo_box(), trace=run)
     run.end("completed", error=False)
     tracer.shutdown()
@@ -135,7 +135,7 @@ def test_a_failed_model_call_is_an_error_span_without_its_message_secrets(
 
     tracer = tracing(exporter)
     run = tracer.run("invoke_agent default", {}, parent=None)
-    run.scrub = lambda text: text.replace(SECRET, "[redacted]")
+    run.keep_out(lambda text: text.replace(SECRET, "[redacted]"))
     result = run_agent(Refusing(), system="", prompt="hi", toolbox=echo_box(), trace=run)
     run.end("failed", error=True)
     tracer.shutdown()
