@@ -27,6 +27,8 @@ SCOPE = "kanban"
 PROVIDERS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic",
              "scripted": "kanban.scripted"}
 _PROPAGATOR = TraceContextTextMapPropagator()
+# A collector that does not answer delays a worker's exit by at most this (retries included)
+EXPORT_TIMEOUT_S = 5.0
 
 
 class OtelTracing:
@@ -143,7 +145,8 @@ def otlp_tracing(settings: TraceSettings) -> OtelTracing:
     """Spans posted in batches to an OTLP/HTTP collector."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    exporter = OTLPSpanExporter(endpoint=settings.endpoint, headers=dict(settings.headers))
+    exporter = OTLPSpanExporter(endpoint=settings.endpoint, headers=dict(settings.headers),
+                                timeout=EXPORT_TIMEOUT_S)
     return OtelTracing(exporter, capture_content=settings.capture_content,
                        service_name=settings.service_name)
 

@@ -1,11 +1,14 @@
-"""Traces off (the default) cost nothing: a worker's run never imports OpenTelemetry."""
+"""A worker's traces: off (the default) it never imports OpenTelemetry; on, a collector
+that is down costs a bounded wait at exit and never the card."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.support.otlp import OtlpReceiver
@@ -58,3 +61,13 @@ def test_the_same_run_with_an_endpoint_loads_it_and_exports(tmp_path: Path) -> N
         spans = receiver.spans  # the worker flushed before run_card returned
     assert ran["status"] == "done" and "opentelemetry.sdk.trace" in ran["otel"]  # type: ignore[operator]
     assert [s.name for s in spans if s.parent_id == ""] == ["invoke_agent default"]
+
+
+def test_a_collector_that_is_down_never_fails_the_card(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nothing listens on once closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    started = time.monotonic()
+    ran = _worker_run(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"})
+    assert ran["code"] == 0 and ran["status"] == "done"
+    assert time.monotonic() - started < 60  # the export gives up (EXPORT_TIMEOUT_S)
