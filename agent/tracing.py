@@ -1,20 +1,16 @@
 """Traces of agent runs (issue 32): the spans the loop opens for model and tool calls.
 
 `NO_TRACE` answers every call with a no-op span, so a run without telemetry costs a method
-call per model or tool call and never imports OpenTelemetry; `start_tracing` loads the SDK
-(kanban.agent.otel, the `otel` extra) only when traces are wanted.
+call per model or tool call and never imports OpenTelemetry; kanban.agent.otel (the `otel`
+extra) implements them, imported only when traces are wanted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kanban.agent.types import Message, ModelResponse, ToolCall, ToolResult, ToolSpec, Usage
-
-if TYPE_CHECKING:
-    from kanban.agent.otel import OtelTracing
 
 Scrub = Callable[[str], str]  # takes credentials out of text before a span holds it
 
@@ -80,10 +76,3 @@ class TraceSettings:
     capture_content: bool = False
     service_name: str = "kanban"
 
-
-def start_tracing(settings: TraceSettings) -> OtelTracing:
-    """A tracer provider exporting to `settings.endpoint` in batches; ConfigError-free: a
-    missing SDK raises ImportError for the caller to report."""
-    from kanban.agent.otel import otlp_tracing
-
-    return otlp_tracing(settings)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
-from kanban.agent.tracing import NO_TRACE, RunTrace, TraceSettings, start_tracing
+from kanban.agent.tracing import NO_TRACE, RunTrace, TraceSettings
 from kanban.records import CardRecord
 from kanban.state.config import Config
 from kanban.tools.scope import WorkerScope
@@ -69,10 +69,12 @@ def start(config: Config, env: Mapping[str, str]) -> OtelTracing | None:
     if settings is None:
         return None
     try:
-        return start_tracing(settings)
+        from kanban.agent.otel import otlp_tracing  # the SDK: only with traces on
+
+        return otlp_tracing(settings)
     except ImportError as exc:
-        print(f"kanban worker: traces are off: {exc.name or 'opentelemetry'} is not installed "
-              "(pip install 'kanban-workbench[otel]')", file=sys.stderr, flush=True)
+        print(f"kanban worker: traces are off: the otel extra is not installed ({exc.name}); "
+              "pip install 'kanban-workbench[otel]'", file=sys.stderr, flush=True)
         return None
 
 
