@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from kanban.state.config import Config
 from kanban.state.config_parse import parse_config
 from kanban.state.config_telemetry import TelemetrySettings
 from kanban.state.errors import ConfigError
+from kanban.worker import tracing
 from kanban.worker.tracing import trace_settings
 
 
@@ -21,7 +24,7 @@ def test_the_table_is_parsed_and_checked() -> None:
     config = parse_config({"telemetry": {"endpoint": "http://127.0.0.1:4318",
                                          "capture_content": True, "service_name": "ops"}})
     assert config.telemetry == TelemetrySettings("http://127.0.0.1:4318", True, "ops")
-    for table, says in [({"endpoint": "127.0.0.1:4318"}, "http:// or https://"),
+    for table, says in [({"endpoint": "127.0.0.1:4318"}, "must be http://HOST:PORT or https://HOST/PATH"),
                         ({"capture_content": "yes"}, "true or false"),
                         ({"sample": 1}, "unknown key 'sample'"),
                         ({"service_name": " "}, "must not be empty")]:
@@ -59,3 +62,12 @@ def test_content_capture_and_switches() -> None:
     assert trace_settings(Config(), {**env, "OTEL_SDK_DISABLED": "true"}) is None
     off = Config(telemetry=TelemetrySettings(enabled=False))
     assert trace_settings(off, env) is None
+
+
+def test_without_the_extra_a_worker_says_so_and_runs_untraced(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "kanban.agent.otel", None)  # as if the SDK were absent
+    assert tracing.start(Config(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}) is None
+    said = capsys.readouterr().err
+    assert said.startswith("kanban worker: traces are off: the otel extra is not installed")
+    assert "pip install 'kanban-workbench[otel]'" in said and said.count("\n") == 1
