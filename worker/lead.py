@@ -148,7 +148,8 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
         lead.keep_served = keep_served
     heartbeat.start()
     tracer = tracing.start(config, env)  # None unless telemetry is on (docs/traces.md)
-    run = _LeadRun(lead, claim, config, model_spec, env, secrets, activity, interrupt)
+    run = _LeadRun(lead, claim, config, model_spec, env, secrets, activity, interrupt,
+                   heartbeat)
     try:
         return tracing.traced(tracer, scope, kb.card(claim.card_id), run.run,
                               lambda done: (done.stop_reason, done.error is not None))
@@ -171,14 +172,24 @@ class _LeadRun:
     secrets: list[str]
     activity: Activity
     interrupt: Interrupt
+    heartbeat: HeartbeatThread
 
     def run(self, trace: RunTrace) -> LeadResult:
+        """The agent's run, then its outcome settled once the heartbeat has stopped (settling
+        gives the lease up: the watch must not mistake that)."""
         trace.keep_out(partial(redact, secrets=self.secrets))
-        return _run_agent(self, trace)
+        try:
+            ran = _run_agent(self, trace)
+        finally:
+            self.heartbeat.stop()
+        if isinstance(ran, LeadResult):
+            return ran
+        return _settle(self.lead.card, ran, tuple(self.lead.delegated))
 
 
-def _run_agent(parts: _LeadRun, trace: RunTrace) -> LeadResult:
-    """The lead agent's run, settled; an interrupt leaves the card resumable."""
+def _run_agent(parts: _LeadRun, trace: RunTrace) -> AgentResult | LeadResult:
+    """The lead agent's run (a LeadResult: it could not start); an interrupt leaves the card
+    resumable."""
     lead, claim, config, secrets = parts.lead, parts.claim, parts.config, parts.secrets
     scope, kb = lead.card, lead.card.kb
     profile = config.profiles.get(LEAD_PROFILE, config.profile("default"))
@@ -205,7 +216,7 @@ def _run_agent(parts: _LeadRun, trace: RunTrace) -> LeadResult:
         with critical(), suppress(KanbanError):  # leave the board consistent, whatever
             leave_resumable(lead)                # stopped us
         raise
-    return _settle(scope, result, tuple(lead.delegated))
+    return result
 
 
 def _workspace(config: Config, claim: claims.Claim) -> Path | None:
