@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install -qq -e '.[test,postgres,bench]'
+	$(PY) -m pip install -qq -e '.[test,postgres,bench,otel]'
 	touch $(STAMP)
 
 demo: $(STAMP)

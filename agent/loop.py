@@ -29,6 +29,7 @@ from kanban.agent.outputs import SavedOutputs
 from kanban.agent.pricing import PriceTable, context_window
 from kanban.agent.result import AgentResult
 from kanban.agent.tool_calls import ToolExecutor, TurnInfo, screen_calls
+from kanban.agent.tracing import NO_TRACE, RunTrace
 from kanban.agent.types import (
     Message,
     ModelResponse,
@@ -69,11 +70,13 @@ def run_agent(
     user_hooks: UserHooks | None = None,
     prices: PriceTable | None = None,
     interrupt: Interrupt | None = None,
+    trace: RunTrace = NO_TRACE,
 ) -> AgentResult:
     """Run one agent until it answers, a tool ends the run, a limit is hit, the model fails
-    or `interrupt` is thrown."""
+    or `interrupt` is thrown; `trace` gets a span per model and tool call."""
     run = _Run(model, toolbox, limits, hooks or AgentHooks(), clock, context,
-               outputs or SavedOutputs(None), user_hooks, prices or PriceTable(), interrupt)
+               outputs or SavedOutputs(None), user_hooks, prices or PriceTable(), interrupt,
+               trace)
     try:
         run.start(system, prompt)
         result = run.drive()
@@ -85,6 +88,7 @@ def run_agent(
     finally:
         run.close()
     run.finish(result)
+    trace.finished(str(result.stop_reason), result.usage, result.turns)
     return result
 
 
@@ -94,8 +98,9 @@ class _Run:
     def __init__(self, model: Model, toolbox: Toolbox, limits: Limits, hooks: AgentHooks,
                  clock: Callable[[], float], context: ContextPolicy, outputs: SavedOutputs,
                  user_hooks: UserHooks | None, prices: PriceTable,
-                 interrupt: Interrupt | None) -> None:
+                 interrupt: Interrupt | None, trace: RunTrace) -> None:
         self.model = model
+        self.trace = trace
         self.limits = limits
         self.hooks = hooks
         self.clock = clock
@@ -117,7 +122,8 @@ class _Run:
         self.tools: tuple[ToolSpec, ...] = tuple(specs)
         self.executor = ToolExecutor(toolbox, specs, outputs, max_parallel=limits.max_parallel,
                                      user_hooks=user_hooks, interrupt=interrupt,
-                                     on_start=hooks.on_tool_start, on_end=hooks.on_tool_end)
+                                     on_start=hooks.on_tool_start, on_end=hooks.on_tool_end,
+                                     trace=trace)
         self.warnings = BudgetWarnings(limits)
         self.gauge = TokenGauge()
         self.tool_chars = request_chars((), self.tools)
@@ -253,17 +259,21 @@ class _Run:
         """Call the model (streaming to the hooks), and account for what it cost; `chars`
         is the size of `messages` when the caller already knows it."""
         snapshot = tuple(messages)
+        span = self.trace.model_call(self.model.name, snapshot, tools)
         try:
             if self.interrupt is not None:
                 response = self.interrupt.call(lambda: call_model(self.model, snapshot, tools,
                                                                   self.listen))
             else:
                 response = call_model(self.model, snapshot, tools, self.listen)
-        except (ModelError, Interrupted):
+        except (ModelError, Interrupted) as exc:
+            span.failed(exc)
             raise
         except Exception as exc:  # an answer no adapter understood: the run's error, not a crash
+            span.failed(exc)
             raise ModelError(f"model {self.model.name!r} sent an unreadable answer "
                              f"({type(exc).__name__}: {one_line(str(exc))})") from exc
+        span.answered(response)
         sent = request_chars(snapshot, ()) if chars is None else chars
         self.gauge.calibrate(sent + self.tool_chars * bool(tools), response.usage.input_tokens)
         source = response.source or self.model.name

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.outputs import READ_TOOL, SavedOutputs
+from kanban.agent.tracing import NO_TRACE, RunTrace
 from kanban.agent.types import Toolbox, ToolCall, ToolResult, ToolSpec
 from kanban.agent.user_hooks import UserHooks
 
@@ -86,6 +87,7 @@ class ToolExecutor:
         interrupt: Interrupt | None = None,
         on_start: Callable[[ToolCall], None] = lambda call: None,
         on_end: Callable[[ToolCall, ToolResult], None] = lambda call, result: None,
+        trace: RunTrace = NO_TRACE,
     ) -> None:
         self.toolbox = toolbox
         self.specs = {spec.name: spec for spec in specs}
@@ -95,6 +97,7 @@ class ToolExecutor:
         self.interrupt = interrupt
         self.on_start = on_start
         self.on_end = on_end
+        self.trace = trace
         self._pool: futures.ThreadPoolExecutor | None = None
 
     def run(self, calls: Sequence[ToolCall], info: TurnInfo,
@@ -154,6 +157,7 @@ class ToolExecutor:
     def answer(self, call: ToolCall, info: TurnInfo) -> ToolResult:
         """Hooks, the tool itself and the size cap, for one call."""
         self.on_start(call)
+        span = self.trace.tool_call(call)
         veto = self.user_hooks.pre_tool(call, info.turn, info.model) if self.user_hooks else None
         if veto is not None:
             result = ToolResult(f"not run: {veto}", is_error=True)
@@ -162,6 +166,7 @@ class ToolExecutor:
             if self.user_hooks:
                 result = self.user_hooks.post_tool(call, result, info.turn, info.model)
         result = self.outputs.bound(call, result)
+        span.answered(result)
         self.on_end(call, result)
         return result
 

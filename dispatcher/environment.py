@@ -21,6 +21,7 @@ CREDENTIALS = {
     "scripted": (),
 }
 CREDENTIALS["openai-responses"] = CREDENTIALS["openai"]
+OTEL = "OTEL_"  # OpenTelemetry's variables: traces (docs/traces.md)
 
 
 def seal_dispatcher(environ: MutableMapping[str, str] = os.environ) -> None:
@@ -36,6 +37,8 @@ def base_env(env: Mapping[str, str]) -> dict[str, str]:
     """Locale, PATH and HOME: what every worker (and the forkserver) may see."""
     out = {k: env[k] for k in PASS_THROUGH if k in env}
     out.update({k: v for k, v in env.items() if k.startswith("LC_")})
+    # where traces go (docs/traces.md); OTLP headers hold credentials: workers only
+    out.update({k: v for k, v in env.items() if k.startswith(OTEL) and not is_credential(k)})
     return out
 
 
@@ -56,6 +59,7 @@ def worker_env(env: Mapping[str, str], *, model: str, base_url: str | None,
     for key in key_vars:
         if env.get(key):
             out[key] = env[key]
+    out.update({k: v for k, v in env.items() if k.startswith(OTEL)})
     family = "openai" if provider == "openai-responses" else provider
     if base_url and family in ("openai", "anthropic"):
         out[f"{family.upper()}_BASE_URL"] = base_url

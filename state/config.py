@@ -18,6 +18,7 @@ from kanban.state.config_tables import (
     SkillSettings,
     WebSettings,
 )
+from kanban.state.config_telemetry import TelemetrySettings
 from kanban.state.errors import ConfigError
 from kanban.state.profile import (
     BUILTIN_PROFILES,
@@ -45,6 +46,7 @@ class Config:
     mcp: Mapping[str, McpServer] = field(default_factory=dict)
     web: WebSettings = field(default_factory=WebSettings)
     skills: SkillSettings = field(default_factory=SkillSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
 
     def profile(self, name: str) -> Profile:
         try:

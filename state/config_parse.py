@@ -22,6 +22,7 @@ from kanban.state.config import (
     WebSettings,
 )
 from kanban.state.config_keys import keys
+from kanban.state.config_telemetry import TelemetrySettings, parse_telemetry
 from kanban.state.config_values import build
 from kanban.state.errors import ConfigError
 from kanban.state.profile_parse import parse_profiles
@@ -44,6 +45,7 @@ TABLES = (
     Table("limits", Limits), Table("profiles", Profile, "NAME"), Table("delivery", Delivery),
     Table("prices", ModelPrice, '"MODEL"'), Table("hooks", HookSettings),
     Table("mcp", McpServer, "NAME"), Table("web", WebSettings), Table("skills", SkillSettings),
+    Table("telemetry", TelemetrySettings),
 )
 HOOK_EVENTS = tuple(name for name in keys(HookSettings) if name != "entry_points")
 
@@ -67,7 +69,8 @@ def parse_config(raw: Mapping[str, Any], path: Path | None = None) -> Config:
     hooks, entry_points = _hooks(raw.get("hooks", {}), f"{where}: [hooks]")
     return Config(limits=limits, profiles=profiles, path=path, delivery=delivery,
                   prices=prices, hooks=hooks, hook_entry_points=entry_points, mcp=mcp,
-                  web=web, skills=skills)
+                  web=web, skills=skills,
+                  telemetry=parse_telemetry(raw.get("telemetry", {}), f"{where}: [telemetry]"))
 
 
 def _skills(table: Any, where: str) -> SkillSettings:

@@ -118,6 +118,8 @@ class Card(SQLModel, table=True):
     subject_id: int | None = Field(default=None, index=True)  # the card it reviews/triages
     # block | cancel when a dependency fails or is cancelled; None: the board's (migration 11)
     on_dependency_failure: str | None = Field(default=None, max_length=8)
+    # The trace its runs continue, W3C traceparent (migration 19; set only with telemetry on)
+    traceparent: str | None = Field(default=None, max_length=64)
 
 
 class CardCount(SQLModel, table=True):

@@ -14,6 +14,7 @@ from kanban.service import Kanban
 from kanban.state.errors import TransientDatabaseError
 from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
 from kanban.state.store import Conn
+from kanban.trace_links import pass_trace
 from kanban.transitions import Actor, assert_lease
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class WorkerScope:
     gated: bool | None = None  # None: not known here (a completion looks it up)
     verify: Callable[[], Verdict] | None = None
     deadline: Deadline | None = None  # checked by the heartbeat thread
+    # With telemetry on: the run's span (W3C traceparent), which the cards it makes continue
+    traceparent: str | None = None
 
     @property
     def actor(self) -> Actor:
@@ -87,6 +90,8 @@ class WorkerScope:
                 if not proven:
                     assert_lease(conn, self.card_id, self.claim_token)
                 yield conn
+                if self.traceparent is not None:  # in the transaction that made them
+                    pass_trace(conn, self.card_id, self.traceparent)
         except LeaseLost as exc:
             self.on_lease_lost(exc.message)
             raise

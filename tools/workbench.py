@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from kanban.tools.scope import WorkerScope
 
 OUTPUTS = ".kanban-outputs"  # whole outputs that were cut for the model, inside the workspace
-_CREDENTIAL_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_CREDENTIALS")
+# _HEADERS: OTLP_HEADERS hold a trace collector's authorization (docs/traces.md)
+_CREDENTIAL_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_CREDENTIALS",
+                        "_HEADERS")
 _CREDENTIAL_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AZURE_OPENAI_")
 _WORKER_ONLY = ("KANBAN_DB", "KANBAN_CLAIM_TOKEN", "KANBAN_RUN", "KANBAN_LEASE_S", "KANBAN_MODEL",
                 "KANBAN_RESOLVED_WORKSPACE", "KANBAN_DB_SLOTS")  # slots: a command could hog

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from kanban import skill_usage
 from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.scripted import resume_scripts
+from kanban.agent.tracing import NO_TRACE, RunTrace
 from kanban.agent.types import Message
 from kanban.agent_skills import Author, SkillWriter
 from kanban.attachments import Attachments
@@ -60,6 +62,7 @@ class Setting:
     runner: Runner
     home: Path  # the board's folder: workspaces/, logs/, config.toml
     started: float  # time.monotonic() when the worker began: the card's time runs from it
+    trace: RunTrace = NO_TRACE  # the run's span (kanban.worker.tracing)
 
 
 def run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Config,
@@ -75,6 +78,7 @@ def run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config
             heartbeat.stop()  # settling gives the lease up: the watch must not mistake that
             return ready()
         parts = ready
+        setting.trace.keep_out(partial(redact, secrets=parts.secrets))  # spans too
         restored = retrying(scope, lambda: _stored(scope.kb, card, wenv.run_id))
         _say_start(card, parts, restored)
         if restored:
@@ -84,7 +88,8 @@ def run_agent_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config
         start = opening(scope, card, parts.plan, parts.lead, restored, activity, parts.secrets)
         result = parts.runtime.run(
             system=start.system, prompt=start.prompt,
-            toolbox=tools.RedactingToolbox(parts.toolbox, parts.secrets), hooks=start.hooks)
+            toolbox=tools.RedactingToolbox(parts.toolbox, parts.secrets), hooks=start.hooks,
+            trace=setting.trace)
     finally:
         heartbeat.stop()
         if parts is not None:

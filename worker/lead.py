@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from kanban import cards, claims, transitions
@@ -15,6 +16,7 @@ from kanban.agent.errors import FatalModelError
 from kanban.agent.interrupt import Interrupt
 from kanban.agent.limits import StopReason
 from kanban.agent.loop import AgentResult
+from kanban.agent.tracing import RunTrace
 from kanban.cards import NewCard
 from kanban.children import ChildStatus, Delegation
 from kanban.dispatcher.wake import change_watcher
@@ -31,6 +33,7 @@ from kanban.tools.delegate import LEAD_PROFILE, LeadScope
 from kanban.tools.registry import Toolbox
 from kanban.tools.scope import WorkerScope
 from kanban.validation import MAX_SUMMARY
+from kanban.worker import tracing
 from kanban.worker.activity import Activity
 from kanban.worker.heartbeat import HeartbeatThread
 from kanban.worker.hooks import WorkerHooks
@@ -144,11 +147,57 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
     if keep_served is not None:
         lead.keep_served = keep_served
     heartbeat.start()
+    tracer = tracing.start(config, env)  # None unless telemetry is on (docs/traces.md)
+    run = _LeadRun(lead, claim, config, model_spec, env, secrets, activity, interrupt,
+                   heartbeat)
+    try:
+        return tracing.traced(tracer, scope, kb.card(claim.card_id), run.run,
+                              lambda done: (done.stop_reason, done.error is not None))
+    finally:
+        heartbeat.stop()
+        watcher.close()
+        if tracer is not None:
+            tracer.shutdown()
+
+
+@dataclass(frozen=True)
+class _LeadRun:
+    """What the lead's agent runs with."""
+
+    lead: LeadScope
+    claim: claims.Claim
+    config: Config
+    model_spec: str
+    env: Mapping[str, str]
+    secrets: list[str]
+    activity: Activity
+    interrupt: Interrupt
+    heartbeat: HeartbeatThread
+
+    def run(self, trace: RunTrace) -> LeadResult:
+        """The agent's run, then its outcome settled once the heartbeat has stopped (settling
+        gives the lease up: the watch must not mistake that)."""
+        trace.keep_out(partial(redact, secrets=self.secrets))
+        try:
+            ran = _run_agent(self, trace)
+        finally:
+            self.heartbeat.stop()
+        if isinstance(ran, LeadResult):
+            return ran
+        return _settle(self.lead.card, ran, tuple(self.lead.delegated))
+
+
+def _run_agent(parts: _LeadRun, trace: RunTrace) -> AgentResult | LeadResult:
+    """The lead agent's run (a LeadResult: it could not start); an interrupt leaves the card
+    resumable."""
+    lead, claim, config, secrets = parts.lead, parts.claim, parts.config, parts.secrets
+    scope, kb = lead.card, lead.card.kb
+    profile = config.profiles.get(LEAD_PROFILE, config.profile("default"))
     try:
         try:
             runtime = build_runtime(
-                config, profile, spec=model_spec, env=env, interrupt=interrupt,
-                max_turns=profile.max_turns, spent_cost=0.0,
+                config, profile, spec=parts.model_spec, env=parts.env,
+                interrupt=parts.interrupt, max_turns=profile.max_turns, spent_cost=0.0,
                 workspace=_workspace(config, claim),
                 hook_context={"card_id": claim.card_id, "board": claim.board,
                               "run_id": claim.run_id, "lead": True})
@@ -159,18 +208,15 @@ def run_lead(kb: Kanban, claim: claims.Claim, *, config: Config, model_spec: str
         result = runtime.run(system=LEAD_SYSTEM, prompt=lead_prompt(kb.card(claim.card_id)),
                              toolbox=RedactingToolbox(Toolbox([delegate.tool_for(config)],
                                                               lead), secrets),
-                             hooks=LeadHooks(scope, activity, secrets=secrets,
-                                             caps=transcript_caps(profile)))
+                             hooks=LeadHooks(scope, parts.activity, secrets=secrets,
+                                             caps=transcript_caps(profile)), trace=trace)
         if result.error:  # providers may echo a key back in an error message
             result = replace(result, error=redact(result.error, secrets))
     except BaseException:
         with critical(), suppress(KanbanError):  # leave the board consistent, whatever
             leave_resumable(lead)                # stopped us
         raise
-    finally:
-        heartbeat.stop()
-        watcher.close()
-    return _settle(scope, result, tuple(lead.delegated))
+    return result
 
 
 def _workspace(config: Config, claim: claims.Claim) -> Path | None:

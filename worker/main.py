@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Mapping
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 
 from kanban.attachments import Attachments
@@ -29,7 +30,7 @@ from kanban.state.store import Database
 from kanban.tools.runner import PlainRunner, Runner
 from kanban.tools.scope import WorkerScope
 from kanban.triage import TRIAGED_ROLE
-from kanban.worker import gates, warm
+from kanban.worker import gates, tracing, warm
 from kanban.worker.agent_card import Setting, run_agent_card
 from kanban.worker.env import WorkerEnv
 from kanban.worker.handoff import receive
@@ -149,16 +150,28 @@ def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str]
     scope = _scope(kb, wenv, config)
     if wenv.timeout_s:  # kept by the heartbeat threads the card's steps start
         scope.deadline = Watchdog(scope, wenv.timeout_s)
+    tracer = tracing.start(config, env)  # None unless telemetry is on (docs/traces.md)
     try:
         card = retrying(scope, lambda: kb.card(wenv.card_id))
-        if card.command is not None:  # a script card: a command, no model
-            return _run_script_card(scope, card, wenv, env, setting.runner)
-        if card.role == TRIAGED_ROLE:  # its children finished: their results are its own
-            gates.roll_up(scope, card)
-            return EXIT_OK
-        return run_agent_card(scope, card, wenv, config, env, setting)
+        return tracing.traced(
+            tracer, scope, card,
+            lambda trace: _run_kind(scope, card, wenv, config, env, replace(setting, trace=trace)),
+            lambda code: (scope.finished or f"exit {code}", code != EXIT_OK))
     finally:
         scope.deadline = None
+        if tracer is not None:
+            tracer.shutdown()  # what is buffered goes out before the worker exits
+
+
+def _run_kind(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Config,
+              env: Mapping[str, str], setting: Setting) -> int:
+    """A script, a triaged card's roll-up, or an agent."""
+    if card.command is not None:  # a script card: a command, no model
+        return _run_script_card(scope, card, wenv, env, setting.runner)
+    if card.role == TRIAGED_ROLE:  # its children finished: their results are its own
+        gates.roll_up(scope, card)
+        return EXIT_OK
+    return run_agent_card(scope, card, wenv, config, env, setting)
 
 
 def _run_script_card(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv,

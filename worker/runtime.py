@@ -16,6 +16,7 @@ from kanban.agent.loop import AgentResult, run_agent
 from kanban.agent.model import Model, ModelOptions, credentials_of, resolve_chain
 from kanban.agent.outputs import SavedOutputs
 from kanban.agent.pricing import Price, PriceTable
+from kanban.agent.tracing import NO_TRACE, RunTrace
 from kanban.agent.types import Message, Toolbox
 from kanban.agent.user_hooks import UserHooks, load_hooks
 from kanban.state.config import Config, Profile
@@ -34,12 +35,12 @@ class AgentRuntime:
     interrupt: Interrupt
 
     def run(self, *, system: str, prompt: str | list[Message], toolbox: Toolbox,
-            hooks: AgentHooks) -> AgentResult:
+            hooks: AgentHooks, trace: RunTrace = NO_TRACE) -> AgentResult:
         try:
             return run_agent(self.model, system=system, prompt=prompt, toolbox=toolbox,
                              limits=self.limits, hooks=hooks, context=self.context,
                              outputs=self.outputs, user_hooks=self.user_hooks,
-                             prices=self.prices, interrupt=self.interrupt)
+                             prices=self.prices, interrupt=self.interrupt, trace=trace)
         finally:
             close = getattr(self.model, "close", None)
             if close is not None:

@@ -76,6 +76,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "skills", sql_file("0016_skills")),
     Migration(17, "notifications", sql_file("0017_notifications")),
     Migration(18, "metrics", sql_file("0018_metrics")),
+    Migration(19, "traces", sql_file("0019_traces")),
 )
 LATEST = MIGRATIONS[-1].id
 
