@@ -33,6 +33,20 @@ def seal_dispatcher(environ: MutableMapping[str, str] = os.environ) -> None:
     seal_environment(environ, is_credential)
 
 
+def providers_in_use(config: Config, env: Mapping[str, str]) -> set[str]:
+    """Model adapters worth preloading (and warming) in the forkserver: those of the
+    profiles' models and of keys present; the Responses API only where a profile uses it."""
+    found = {name for name, key in (("openai", "OPENAI_API_KEY"),
+                                    ("anthropic", "ANTHROPIC_API_KEY")) if env.get(key)}
+    for p in config.profiles.values():
+        for spec in (p.resolved_model(env), *p.fallback):
+            provider = spec.split(":", 1)[0]
+            responses = provider == "openai-responses" or (
+                provider == "openai" and p.api == "responses")
+            found.add("openai-responses" if responses else provider)
+    return found & {"openai", "openai-responses", "anthropic"}
+
+
 def base_env(env: Mapping[str, str]) -> dict[str, str]:
     """Locale, PATH and HOME: what every worker (and the forkserver) may see."""
     out = {k: env[k] for k in PASS_THROUGH if k in env}

@@ -17,7 +17,7 @@ from kanban.cron.firing import fire_due_jobs
 from kanban.delivery.courier import Courier
 from kanban.dispatcher import rescue
 from kanban.dispatcher.breaker import Breaker
-from kanban.dispatcher.environment import base_env, card_env
+from kanban.dispatcher.environment import base_env, card_env, providers_in_use
 from kanban.dispatcher.faults import OUTAGE_BACKOFF, FaultDuties
 from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
@@ -129,7 +129,7 @@ class Dispatcher(FaultDuties, Stopping):
         if not self.opts.warm:
             return SubprocessSpawner(self.wake)
         return ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
-                                 self.providers_in_use())
+                                 providers_in_use(self.config, self.env))
 
     def _register(self) -> int:
         from kanban.tools.sandbox import check_sandbox
@@ -141,19 +141,6 @@ class Dispatcher(FaultDuties, Stopping):
                 instance=i.id, boot_id=i.boot_id, booted_at=i.booted_at)
             control.set_sandbox(conn, dispatcher_id, sandbox.reason)
             return dispatcher_id
-
-    def providers_in_use(self) -> set[str]:
-        """Model adapters worth preloading (and warming): those of the profiles' models and
-        of keys present; the Responses API only where a profile uses it."""
-        found = {name for name, key in (("openai", "OPENAI_API_KEY"),
-                                        ("anthropic", "ANTHROPIC_API_KEY")) if self.env.get(key)}
-        for p in self.config.profiles.values():
-            for spec in (p.resolved_model(self.env), *p.fallback):
-                provider = spec.split(":", 1)[0]
-                responses = provider == "openai-responses" or (
-                    provider == "openai" and p.api == "responses")
-                found.add("openai-responses" if responses else provider)
-        return found & {"openai", "openai-responses", "anthropic"}
 
     def run(self, *, once: bool = False, until: Callable[[], bool] | None = None) -> None:
         """Start, then loop until asked to stop (or, with `once`, one pass that waits for its

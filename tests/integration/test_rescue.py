@@ -14,6 +14,7 @@ import pytest
 
 from kanban import claims, control
 from kanban.cards import NewCard
+from kanban.dispatcher.environment import providers_in_use
 from kanban.dispatcher.instance import Instance, process_start
 from kanban.dispatcher.loop import Dispatcher
 from kanban.dispatcher.rescue import ORPHAN_TIMEOUT_GRACE_S, rescue_leases
@@ -275,8 +276,7 @@ def test_the_forkserver_preloads_the_adapters_the_profiles_use(kb: Kanban,
         "long": {"model": "openai:o3", "api": "responses",
                  "fallback": ["anthropic:claude-sonnet-4-5"]},
         "offline": {"model": "scripted:demo"}}})
-    d = Dispatcher(kb, config, home=tmp_path, db_target=str(kb.db.path), env={})
-    assert d.providers_in_use() == {"openai", "openai-responses", "anthropic"}
-    quiet = Dispatcher(kb, parse_config({"profiles": {"default": {"model": "scripted:demo"}}}),
-                       home=tmp_path, db_target=str(kb.db.path), env={"OPENAI_API_KEY": "k"})
-    assert quiet.providers_in_use() == {"openai"}  # a key present: its SDK may be used
+    assert providers_in_use(config, {}) == {"openai", "openai-responses", "anthropic"}
+    offline = parse_config({"profiles": {"default": {"model": "scripted:demo"}}})
+    # a key present: its SDK may be used
+    assert providers_in_use(offline, {"OPENAI_API_KEY": "k"}) == {"openai"}
