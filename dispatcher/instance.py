@@ -12,10 +12,16 @@ import secrets
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
+from kanban import control
 from kanban.state.host import boot_id, booted_at, is_same_process, process_start
 
-__all__ = ["Instance", "boot_id", "booted_at", "is_same_process", "process_start"]
+if TYPE_CHECKING:
+    from kanban.service import Kanban
+
+__all__ = ["Instance", "boot_id", "booted_at", "is_same_process", "process_start",
+           "register"]
 
 
 @dataclass(frozen=True)
@@ -27,3 +33,17 @@ class Instance:
     pid: int = field(default_factory=os.getpid)
     boot_id: str | None = field(default_factory=boot_id)
     booted_at: datetime | None = field(default_factory=booted_at)
+
+
+def register(kb: Kanban, instance: Instance, board: str | None) -> int:
+    """This dispatcher's row (its host, process and boot) with what sandbox this host gives
+    commands; its id."""
+    from kanban.tools.sandbox import check_sandbox
+
+    sandbox = check_sandbox()
+    with kb.db.write() as conn:
+        dispatcher_id = control.register_dispatcher(
+            conn, host=instance.host, pid=instance.pid, now=kb.clock(), board=board,
+            instance=instance.id, boot_id=instance.boot_id, booted_at=instance.booted_at)
+        control.set_sandbox(conn, dispatcher_id, sandbox.reason)
+        return dispatcher_id

@@ -19,7 +19,7 @@ from kanban.dispatcher import rescue
 from kanban.dispatcher.breaker import Breaker
 from kanban.dispatcher.environment import base_env, card_env, providers_in_use
 from kanban.dispatcher.faults import OUTAGE_BACKOFF, FaultDuties
-from kanban.dispatcher.instance import Instance, process_start
+from kanban.dispatcher.instance import Instance, process_start, register
 from kanban.dispatcher.local import LocalWorker, LocalWorkers
 from kanban.dispatcher.logs import event
 from kanban.dispatcher.options import DispatchOptions
@@ -54,6 +54,10 @@ from kanban.transitions import Actor
 __all__ = ["DispatchOptions", "Dispatcher"]
 
 CURATE_EVERY_S = 3600.0  # the skill curator's pace: cheap, and days are its unit
+# Cards claimed per transaction: a dispatcher with hundreds of free slots holds SQLite's
+# write lock for one short claim at a time (and each batch's workers start, and their pids
+# are recorded, before the next batch's leases begin to run).
+CLAIM_BATCH = 16
 STEP_PATIENCE_S = 2.0  # one step waits this long for the database; the loop retries on
 
 
@@ -108,7 +112,8 @@ class Dispatcher(FaultDuties, Stopping):
         # Short waits inside a step: the loop itself waits out an outage, reaping meanwhile.
         self.kb.db.patience_s = min(self.kb.db.patience_s, STEP_PATIENCE_S)
         self._check_journal()
-        self.id = retry_transient(self._register, backoff=OUTAGE_BACKOFF,
+        self.id = retry_transient(lambda: register(self.kb, self.instance, self.opts.board),
+                                  backoff=OUTAGE_BACKOFF,
                                   stop=self.stop_requested, on_retry=self._say_retry)
         retry_transient(lambda: rescue.adopt_dead_instances(self), backoff=OUTAGE_BACKOFF,
                         stop=self.stop_requested, on_retry=self._say_retry)
@@ -130,17 +135,6 @@ class Dispatcher(FaultDuties, Stopping):
             return SubprocessSpawner(self.wake)
         return ForkServerSpawner(base_env(self.env), self.wake, self.db_target,
                                  providers_in_use(self.config, self.env))
-
-    def _register(self) -> int:
-        from kanban.tools.sandbox import check_sandbox
-
-        i, sandbox = self.instance, check_sandbox()  # what this host gives commands
-        with self.kb.db.write() as conn:
-            dispatcher_id = control.register_dispatcher(
-                conn, host=i.host, pid=i.pid, now=self.kb.clock(), board=self.opts.board,
-                instance=i.id, boot_id=i.boot_id, booted_at=i.booted_at)
-            control.set_sandbox(conn, dispatcher_id, sandbox.reason)
-            return dispatcher_id
 
     def run(self, *, once: bool = False, until: Callable[[], bool] | None = None) -> None:
         """Start, then loop until asked to stop (or, with `once`, one pass that waits for its
@@ -264,14 +258,22 @@ class Dispatcher(FaultDuties, Stopping):
                 if not claims.has_claimable(conn, now=now, flt=flt):
                     self._next_due = claims.next_due(conn, now=now, flt=flt)
                     return
-        began = time.monotonic()  # dispatch latency: from here to each worker's start
-        claimed = self.kb.claim(slots, lease_s=self.lease_s, flt=flt, dispatcher_id=self.id,
-                                host=self.host)
-        self.ran.update(c.card_id for c in claimed)
-        if not claimed:
-            with self.kb.db.read() as conn:
-                self._next_due = claims.next_due(conn, now=self.kb.clock(), flt=flt)
-            return
+        while slots > 0:
+            batch = min(slots, CLAIM_BATCH)
+            began = time.monotonic()  # dispatch latency: from here to each worker's start
+            claimed = self.kb.claim(batch, lease_s=self.lease_s, flt=flt,
+                                    dispatcher_id=self.id, host=self.host)
+            self.ran.update(c.card_id for c in claimed)
+            if not claimed:
+                with self.kb.db.read() as conn:
+                    self._next_due = claims.next_due(conn, now=self.kb.clock(), flt=flt)
+                return
+            self._spawn_claimed(claimed, began)
+            slots -= len(claimed)
+            if len(claimed) < batch:
+                return
+
+    def _spawn_claimed(self, claimed: list[Claim], began: float) -> None:
         started = [(c, pid, time.monotonic() - began) for c in claimed
                    if (pid := self.spawn(c)) is not None]
         self._unrecorded += [(c.run_id, pid, process_start(pid)) for c, pid, _ in started]

@@ -280,3 +280,34 @@ def test_the_forkserver_preloads_the_adapters_the_profiles_use(kb: Kanban,
     offline = parse_config({"profiles": {"default": {"model": "scripted:demo"}}})
     # a key present: its SDK may be used
     assert providers_in_use(offline, {"OPENAI_API_KEY": "k"}) == {"openai"}
+
+
+def test_many_free_slots_are_claimed_in_short_batches_in_one_pass(
+        kb: Kanban, dispatcher: Dispatcher, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 slots and 40 ready cards: one pass starts them all, claiming CLAIM_BATCH at a
+    time (each claim holds SQLite's write lock for a few cards, not for all of them)."""
+    from kanban.dispatcher import loop
+
+    cards = [kb.add_card(NewCard(f"card {i}")).id for i in range(40)]
+    (tmp_path / "workspaces").mkdir()
+    spawner = _SleepSpawner()
+    dispatcher.spawner = spawner  # type: ignore[assignment]
+    dispatcher.max_workers = 40
+    sizes: list[int] = []
+    claim = kb.claim
+
+    def counted(n: int, **kwargs: object) -> list[object]:
+        got = claim(n, **kwargs)  # type: ignore[arg-type]
+        sizes.append(len(got))
+        return got  # type: ignore[return-value]
+
+    monkeypatch.setattr(kb, "claim", counted)
+    try:
+        dispatcher.claim_and_spawn()
+        assert sizes == [loop.CLAIM_BATCH, loop.CLAIM_BATCH, 40 - 2 * loop.CLAIM_BATCH]
+        assert len(spawner.procs) == 40
+        assert {kb.card(c).status for c in cards} == {"running"}
+        assert all(r["pid"] for c in cards for r in runs_of(kb.db, c))  # recorded per batch
+    finally:
+        spawner.close()
