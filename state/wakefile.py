@@ -43,11 +43,18 @@ class RingingConnection(sqlite3.Connection):
         if self.armed:
             return True
         self.create_function(_FUNCTION, 0, self._hit)
+        # Never wait for a lock here (a rollback-journal board's writer holds readers off
+        # while it commits): the wait would come out of the caller's patience for its own
+        # BEGIN. Busy now: armed at a later write; until then this connection rings nobody.
+        patience = self.execute("PRAGMA busy_timeout").fetchone()[0]
+        self.execute("PRAGMA busy_timeout = 0")
         try:
             for statement in _TRIGGERS:
                 self.execute(statement)
-        except sqlite3.OperationalError:  # no such table yet: a board not migrated
+        except sqlite3.OperationalError:  # busy, or no such table yet (not migrated)
             return False
+        finally:
+            self.execute(f"PRAGMA busy_timeout = {int(patience)}")
         self.armed = True
         return True
 

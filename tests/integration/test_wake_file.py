@@ -117,3 +117,30 @@ def test_ringing_never_follows_a_symlink(tmp_path: Path) -> None:
     wakefile_path(board).symlink_to(target)
     ring(board)
     assert target.read_text() == "keep me"
+
+
+def test_arming_never_waits_for_a_lock(tmp_path: Path) -> None:
+    """A rollback-journal board whose writer holds the lock: arming gives up at once (the
+    wait would come out of the caller's patience for its BEGIN) and tries at a later
+    write; the connection keeps its busy timeout."""
+    import time
+
+    from kanban.state.wakefile import RingingConnection
+    from tests.support.db import open_sqlite
+
+    path = tmp_path / "kanban.db"
+    open_sqlite(path).dispose()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    raw = sqlite3.connect(path, timeout=5, isolation_level=None, factory=RingingConnection)
+    try:
+        started = time.monotonic()
+        assert raw.arm() is False
+        assert time.monotonic() - started < 1.0  # not the 5 s busy timeout
+        assert raw.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+        holder.execute("ROLLBACK")
+        assert raw.arm() is True
+    finally:
+        raw.close()
+        holder.close()
