@@ -31,7 +31,7 @@ from kanban.state.inotify import (
 )
 from kanban.state.retry import Backoff
 from kanban.state.store import Database
-from kanban.state.wakefile import wakefile_path
+from kanban.state.wakefile import open_wakefile, wakefile_path
 
 _MASK = IN_MODIFY | IN_CREATE | IN_MOVED_TO
 _WAKEFILE_MASK = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
@@ -106,7 +106,7 @@ class ChangeWatcher:
 
     def _watch_wakefile(self, path: Path, notify: Inotify | None = None) -> Inotify:
         """Watch the wake-up file (made if missing); OSError where that cannot be."""
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = open_wakefile(path, os.O_RDONLY)
         try:
             inode = os.fstat(fd).st_ino
             if notify is None:

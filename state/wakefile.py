@@ -13,8 +13,10 @@ byte to `<board>-wake`. The dispatcher watches that one file. A commit by anythi
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import stat
 from pathlib import Path
 
 SUFFIX = "-wake"
@@ -68,12 +70,22 @@ class RingingConnection(sqlite3.Connection):
 
 
 def ring(board: Path) -> None:
-    """Touch the wake-up file. Never fails the commit it follows: a folder we cannot write to
-    costs the dispatcher at most its tick."""
+    """Touch the wake-up file. Never fails or blocks the commit it follows: a folder we
+    cannot write to costs the dispatcher at most its tick, and whatever is planted at the
+    path instead of a file (a FIFO nobody reads, a symlink) is left alone."""
     with contextlib.suppress(OSError):
-        fd = os.open(wakefile_path(board), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fd = open_wakefile(wakefile_path(board), os.O_WRONLY)
         try:
             os.pwrite(fd, b"\0", 0)
         finally:
             os.close(fd)
+
+
+def open_wakefile(path: Path, mode: int) -> int:
+    """The wake-up file's descriptor, made if missing: never through a symlink, never
+    waiting (O_NONBLOCK: a FIFO would block its opener), and only a regular file."""
+    fd = os.open(path, mode | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
