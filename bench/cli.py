@@ -32,7 +32,8 @@ GOAL = Goal("ratio", "<=", 5)
 _LIST = ("SELECT * FROM card WHERE board = 'default' AND archived_at IS NULL "
          "ORDER BY id DESC LIMIT 50",
          "SELECT count(*) FROM card WHERE board = 'default' AND archived_at IS NULL")
-_COUNTS = "SELECT status, n FROM card_count WHERE board = 'default'"  # kept by triggers
+_COUNTS = ("SELECT status, sum(n) FROM card_count WHERE board = 'default' "  # kept by triggers
+           "GROUP BY status")
 _BOARD = (_COUNTS, *(f"SELECT * FROM card c LEFT JOIN run r ON r.card_id = c.id AND "
                      f"r.claim_token = c.claim_token WHERE c.board = 'default' AND "
                      f"c.status = '{s}' AND c.archived_at IS NULL ORDER BY c.priority DESC, "

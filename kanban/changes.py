@@ -105,8 +105,8 @@ def _counts_plan(boards: list[str]) -> Plan[dict[str, dict[str, int]]]:
     if not boards:
         return {}
     marks, params = in_list("b", boards)
-    rows = yield Query(f"SELECT board, status, n FROM card_count WHERE board IN ({marks})",
-                       params)
+    rows = yield Query(f"SELECT board, status, sum(n) FROM card_count WHERE board IN ({marks}) "
+                       "GROUP BY board, status", params)  # summed over profiles and shards
     counts = {board: {str(s): 0 for s in BOARD_ORDER} for board in boards}
     for board, status, n in rows:
         counts[board][status] = n

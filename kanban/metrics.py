@@ -48,11 +48,13 @@ class Aggregates:
 
 def aggregates_plan() -> Plan[Aggregates]:
     """The scrape's reads, for the sync store (the dispatcher) and the async one (web)."""
-    cards = yield Query("SELECT cc.board, cc.profile, cc.status, cc.n FROM card_count cc "
+    cards = yield Query("SELECT cc.board, cc.profile, cc.status, sum(cc.n) FROM card_count cc "
+                        "GROUP BY cc.board, cc.profile, cc.status "
                         "ORDER BY cc.board, cc.profile, cc.status")
     usage = yield Query(
-        "SELECT ut.board, ut.profile, ut.model, ut.calls, ut.input_tokens, ut.output_tokens, "
-        "ut.cached_tokens, ut.cost, ut.unpriced_calls FROM usage_total ut "
+        "SELECT ut.board, ut.profile, ut.model, sum(ut.calls), sum(ut.input_tokens), "
+        "sum(ut.output_tokens), sum(ut.cached_tokens), sum(ut.cost), sum(ut.unpriced_calls) "
+        "FROM usage_total ut GROUP BY ut.board, ut.profile, ut.model "
         "ORDER BY ut.board, ut.profile, ut.model")
     # A seek per board and status in the outbox's (board, status) index, and a walk of the
     # cron deliveries' partial index of undelivered rows: both as long as the backlog.

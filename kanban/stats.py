@@ -85,8 +85,9 @@ def stats(conn: Conn, now: datetime, *, board: str | None = None) -> Stats:
     scope = " AND c.board = :board" if board is not None else ""
     params = {"board": board, "now": now}
     # the counters the card triggers keep (migration 14), not a count of every card
-    grouped = conn.all("SELECT c.board, c.profile, c.status, c.n FROM card_count c "
-                       f"WHERE c.n > 0{scope}", params)
+    grouped = conn.all("SELECT c.board, c.profile, c.status, sum(c.n) FROM card_count c "
+                       f"WHERE 1 = 1{scope} GROUP BY c.board, c.profile, c.status "
+                       "HAVING sum(c.n) > 0", params)
     by_state = {str(s): 0 for s in BOARD_ORDER}
     by_profile: dict[str, dict[str, int]] = defaultdict(dict)
     by_board: dict[str, dict[str, int]] = defaultdict(dict)

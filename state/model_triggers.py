@@ -1,10 +1,12 @@
 """What the models cannot declare: SQLite's full-text tables with the triggers that keep them
 current (migration 5), the column-count triggers (migration 14; 9 had the first ones),
-SQLite's wake-up triggers (migration 15) and the usage totals' trigger (migration 18). Read
-from those frozen migrations, so each statement is written once."""
+SQLite's wake-up triggers (migration 15) and the usage totals' trigger (migration 18), the
+counters over shards (migration 20). Read from those frozen migrations, so each statement
+is written once."""
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Any
 
@@ -12,9 +14,12 @@ from sqlalchemy import DDL, MetaData, event, text
 
 from kanban.state.migrations import statements
 
-_SOURCES = ("0005_daily", "0014_quiet_tick", "0015_wakeups", "0018_metrics")
+_SOURCES = ("0005_daily", "0014_quiet_tick", "0015_wakeups", "0018_metrics",
+            "0020_sharded_counts")
 # Tables and indexes come from the models, backfills only from the migrations.
-_KINDS = ("CREATE VIRTUAL TABLE ", "CREATE TRIGGER ", "CREATE FUNCTION ")
+_KINDS = ("CREATE VIRTUAL TABLE ", "CREATE TRIGGER ", "CREATE FUNCTION ",
+          "CREATE OR REPLACE FUNCTION ")
+_NAME = re.compile(r"CREATE (?:OR REPLACE )?(?:VIRTUAL TABLE|TRIGGER|FUNCTION) (\w+)")
 
 
 def partial_where(clause: str) -> dict[str, Any]:
@@ -23,16 +28,21 @@ def partial_where(clause: str) -> dict[str, Any]:
 
 
 def trigger_statements(dialect: str) -> list[str]:
-    """The full-text and column-count DDL of `dialect`'s migrations, in their order."""
-    found: list[str] = []
+    """The full-text and column-count DDL of `dialect`'s migrations, in their order. An
+    object a later migration defines again keeps its first place (what uses it comes after)
+    with its last definition."""
+    found: dict[str, str] = {}
     for stem in _SOURCES:
         text = resources.files("kanban.state.migrations").joinpath(f"{stem}.{dialect}.sql")
-        found += [s for s in statements(text.read_text()) if s.startswith(_KINDS)]
-    return found
+        for statement in statements(text.read_text()):
+            if statement.startswith(_KINDS):
+                found[_NAME.match(statement).group(1)] = statement  # type: ignore[union-attr]
+    return list(found.values())
 
 
 def add_triggers(metadata: MetaData) -> None:
     """Run each dialect's statements after `metadata.create_all` made the tables."""
     for dialect in ("sqlite", "postgresql"):
         for statement in trigger_statements(dialect):
-            event.listen(metadata, "after_create", DDL(statement).execute_if(dialect=dialect))
+            ddl = DDL(statement.replace("%", "%%"))  # DDL formats its text with %
+            event.listen(metadata, "after_create", ddl.execute_if(dialect=dialect))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Index, UniqueConstraint, text
+from sqlalchemy import BigInteger, Column, Index, SmallInteger, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from kanban.state.model_triggers import add_triggers, partial_where
@@ -124,7 +124,7 @@ class Card(SQLModel, table=True):
 
 class CardCount(SQLModel, table=True):
     """Unarchived cards per board, profile and status (the board's column counts, stats),
-    kept by triggers (migration 14)."""
+    kept by triggers (migration 14; shards since 20)."""
 
     __tablename__ = "card_count"
 
@@ -132,11 +132,15 @@ class CardCount(SQLModel, table=True):
     profile: str = Field(primary_key=True, max_length=64)
     status: str = Field(primary_key=True, max_length=16)
     n: int
+    # PostgreSQL spreads each key over 8 rows (migration 20), so concurrent writers do not
+    # queue on one counter row; SQLite keeps shard 0. Readers sum the shards.
+    shard: int = Field(default=0, primary_key=True, sa_type=SmallInteger,
+                       sa_column_kwargs={"server_default": "0"})
 
 
 class UsageTotal(SQLModel, table=True):
     """Model calls, tokens and dollars per board, profile and model, kept by a trigger on
-    usage (migration 18): what /metrics reads instead of summing every call."""
+    usage (migration 18; shards since 20): what /metrics reads instead of summing every call."""
 
     __tablename__ = "usage_total"
 
@@ -149,6 +153,8 @@ class UsageTotal(SQLModel, table=True):
     cached_tokens: int = Field(sa_type=BigInteger)
     cost: float  # dollars of the priced calls
     unpriced_calls: int = Field(sa_type=BigInteger)  # calls whose model had no known price
+    shard: int = Field(default=0, primary_key=True, sa_type=SmallInteger,  # as card_count's
+                       sa_column_kwargs={"server_default": "0"})
 
 
 class Dependency(SQLModel, table=True):

@@ -77,6 +77,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(17, "notifications", sql_file("0017_notifications")),
     Migration(18, "metrics", sql_file("0018_metrics")),
     Migration(19, "traces", sql_file("0019_traces")),
+    Migration(20, "sharded_counts", sql_file("0020_sharded_counts")),
 )
 LATEST = MIGRATIONS[-1].id
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from kanban import claims
 from kanban.cards import NewCard
 from kanban.metrics import aggregates_plan, read_aggregates, registry_of
 from kanban.service import Kanban
-from kanban.state.migrations import migrate
+from kanban.state.migrations import migrate, statements
 from kanban.state.plans import Rows
 from kanban.state.store import Database
 from tests.support.db import STORES, claim_one, put_card_in
@@ -55,8 +56,9 @@ def test_usage_totals_equal_the_sum_of_every_call(kb: Kanban) -> None:
                            ("local:llama", 7, 3, None)]))
     spend(kb, writer, iter([("openai:gpt", 1, 2, 0.125)]))
     with kb.db.read() as conn:
-        kept = conn.all("SELECT board, profile, model, calls, input_tokens, output_tokens, "
-                        "cached_tokens, cost, unpriced_calls FROM usage_total "
+        kept = conn.all("SELECT board, profile, model, sum(calls), sum(input_tokens), "
+                        "sum(output_tokens), sum(cached_tokens), sum(cost), "
+                        "sum(unpriced_calls) FROM usage_total GROUP BY board, profile, model "
                         "ORDER BY profile, model")
         summed = conn.all(
             "SELECT c.board, c.profile, u.model, count(*), sum(u.input_tokens), "
@@ -74,6 +76,7 @@ def test_migration_18_counts_the_calls_recorded_before_it(kb: Kanban) -> None:
     card = kb.add_card(NewCard("old work", profile="coder")).id
     spend(kb, card, iter([("openai:gpt", 100, 10, 0.5), ("openai:gpt", 1, 1, None)]))
     before = read_aggregates(kb.db).usage
+    cards = [c for c in read_aggregates(kb.db).cards if c[3]]
     with kb.db.write() as conn:  # the database as migration 17 left it, calls and all
         if conn.dialect == "postgresql":
             conn.execute("DROP TRIGGER usage_total_insert ON usage")
@@ -82,9 +85,17 @@ def test_migration_18_counts_the_calls_recorded_before_it(kb: Kanban) -> None:
             conn.execute("DROP TRIGGER usage_total_insert")
         conn.execute("DROP TABLE usage_total")
         conn.execute("ALTER TABLE card DROP COLUMN traceparent")  # and undo 19, after it
-        conn.execute("DELETE FROM schema_migration WHERE id IN (18, 19)")
-    assert migrate(kb.db) == 2
+        # and 20: card_count as migration 14 made it, by 14's own statements
+        sql = resources.files("kanban.state.migrations").joinpath(
+            f"0014_quiet_tick.{conn.dialect}.sql").read_text()
+        for statement in statements(sql):
+            if "card_count" in statement:
+                conn.execute(statement)
+        conn.execute("DELETE FROM schema_migration WHERE id IN (18, 19, 20)")
+    assert migrate(kb.db) == 3
     assert read_aggregates(kb.db).usage == before
+    assert [c for c in read_aggregates(kb.db).cards if c[3]] == cards == [
+        ("default", "coder", "running", 1)]
     assert [(u.calls, u.input_tokens, u.unpriced_calls) for u in before] == [(2, 101, 1)]
 
 
