@@ -74,6 +74,42 @@ def _kept_rollback(raw: sqlite3.Connection) -> bool:
     return row is not None and row[0] == ROLLBACK
 
 
+def sqlite_target(path: Path, vfs: str | None, mode: str | None = None) -> str:
+    """What sqlite3.connect opens: the path, or a URI naming the VFS (and mode)."""
+    if vfs is None and mode is None:
+        return str(path)
+    query = "&".join(f"{k}={v}" for k, v in (("vfs", vfs), ("mode", mode)) if v)
+    return f"{path.absolute().as_uri()}?{query}"
+
+
+def _leave_unreadable_wal(raw: sqlite3.Connection, exc: sqlite3.OperationalError) -> bool:
+    """A WAL file where the VFS has no shared memory cannot even be read (SQLITE_CANTOPEN,
+    or an SHM I/O error): with the lock held exclusively SQLite keeps the WAL index in
+    its own memory, long enough to switch the file to the rollback journal. False when
+    that is not the trouble, or another process holds the board (then nothing changed)."""
+    if not no_shared_memory(exc):
+        return False
+    try:
+        raw.execute("PRAGMA locking_mode = EXCLUSIVE")
+        left = raw.execute("PRAGMA journal_mode = DELETE").fetchone()[0]
+        raw.execute("PRAGMA locking_mode = NORMAL")
+        raw.execute("SELECT count(*) FROM sqlite_master").fetchone()  # lets the lock go
+    except sqlite3.Error:
+        return False
+    return bool(left == "delete")
+
+
+def no_shared_memory(exc: sqlite3.Error) -> bool:
+    """The error SQLite gives reading a WAL file without shared memory."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == _CANTOPEN or (code is not None and code & 0xFF == 10  # SQLITE_IOERR
+                                 and code >> 8 in _SHM_IOERRS)
+
+
+_CANTOPEN = 14
+_SHM_IOERRS = (18, 19, 20, 21)  # SQLITE_IOERR_SHMOPEN, _SHMSIZE, _SHMLOCK, _SHMMAP
+
+
 def _time_text(value: datetime) -> str:
     """Aware datetimes stored as fixed-width UTC text: lexical order is time order."""
     if value.tzinfo is None:
@@ -105,7 +141,8 @@ class SQLiteDatabase(Database):
     clock = staticmethod(utcnow)  # the writing process's clock, at no cost
 
     def __init__(self, path: Path, *, synchronous: str = "NORMAL",
-                 journal: str = "auto", mount_table: Path = MOUNTINFO) -> None:
+                 journal: str = "auto", mount_table: Path = MOUNTINFO,
+                 vfs: str | None = None) -> None:
         if synchronous.upper() not in {"NORMAL", "FULL"}:
             raise DatabaseError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         if journal not in JOURNAL_CHOICES:
@@ -114,6 +151,9 @@ class SQLiteDatabase(Database):
         self.path = path
         self.journal_wanted = journal
         self.mount_table = mount_table  # where the filesystem of the folder is read from
+        # The SQLite VFS connections go through (None: the platform's). A seam like the
+        # mount table: "unix-dotfile" has no shared memory, as some filesystems have none.
+        self.vfs = vfs
         self.journal = Journal(WAL)  # what the first connection finds (see _journal)
         self.file: Path = path  # never None here (the base class allows None)
         self.synchronous = synchronous.upper()
@@ -140,7 +180,8 @@ class SQLiteDatabase(Database):
         # SQLite's busy handler waits one slice; _begin() retries slices up to patience_s.
         busy_ms = int(1000 * max(0.05, min(self.patience_s, BUSY_SLICE_S)))
         before = wal_guard.before_connect(self.file)
-        raw = sqlite3.connect(self.file, timeout=busy_ms / 1000, isolation_level=None,
+        raw = sqlite3.connect(sqlite_target(self.file, self.vfs), uri=self.vfs is not None,
+                              timeout=busy_ms / 1000, isolation_level=None,
                               check_same_thread=False, cached_statements=256,
                               factory=RingingConnection)
         try:
@@ -183,7 +224,13 @@ class SQLiteDatabase(Database):
     def _journal(self, raw: sqlite3.Connection) -> Journal:
         """WAL where it is safe and works; else the rollback journal, with the reason.
         WAL is the file's own persistent state: a WAL board costs one pragma here."""
-        mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+        try:
+            mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if not _leave_unreadable_wal(raw, exc):
+                raise
+            return Journal(ROLLBACK, "SQLite cannot keep the write-ahead log on this "
+                                     "filesystem (no shared memory); the board left it")
         remote = network_fs(str(self.file.parent), self.mount_table)
         if mode == WAL and remote is None:
             return Journal(WAL)

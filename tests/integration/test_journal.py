@@ -7,6 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from kanban.state import DbLocation, open_database
 from kanban.state.journal import ROLLBACK, WAL, mount_type
 from tests.support.procs import kanban
@@ -99,3 +101,62 @@ def test_a_board_on_a_network_filesystem_falls_back_and_claims_stay_exact(
     with sqlite3.connect(path) as conn:  # left WAL for the rollback journal, intact
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+NO_SHM = "unix-dotfile"  # SQLite's VFS without shared memory, as some filesystems have none
+
+
+def _claims_on(path: Path, vfs: str) -> tuple[str | None, list[int], list[int]]:
+    """Through `vfs`: the journal warning, two cards added, and what one claim takes."""
+    from kanban.cards import NewCard
+    from kanban.service import Kanban
+
+    db = open_database(DbLocation(str(path), "flag"), create=True, vfs=vfs)
+    try:
+        kb = Kanban(db)
+        kb.ensure_board("default")
+        added = [kb.add_card(NewCard(f"card {n}")).id for n in range(2)]
+        claimed = [c.card_id for c in kb.claim(5, lease_s=30)]
+        return db.journal_warning(), added, claimed
+    finally:
+        db.dispose()
+
+
+def _header(path: Path) -> tuple[str, str]:
+    with sqlite3.connect(path) as conn:
+        return (conn.execute("PRAGMA journal_mode").fetchone()[0],
+                conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def test_a_new_board_where_wal_cannot_be_enabled_falls_back_with_the_warning(
+        tmp_path: Path) -> None:
+    """Through a VFS without shared memory SQLite refuses WAL: the board keeps the rollback
+    journal, says why and what it costs, and claims as any board does."""
+    path = tmp_path / "kanban.db"
+    warning, added, claimed = _claims_on(path, NO_SHM)
+    assert warning is not None and "SQLite could not enable WAL" in warning, warning
+    assert "readers wait for writers" in warning and "PostgreSQL" in warning
+    assert claimed == added
+    assert not (tmp_path / "kanban.db-wal").exists() and not (tmp_path / "kanban.db-shm").exists()
+    assert _header(path) == ("delete", "ok")
+    # The choice is the board's: the CLI, on the ordinary VFS, keeps it and says so.
+    status = json.loads(kanban(path, "status", "--json").stdout)
+    assert status["journal"] == "rollback" and "rollback" in status["journal_warning"]
+
+
+def test_a_wal_board_opened_where_there_is_no_shared_memory_leaves_wal(
+        tmp_path: Path) -> None:
+    """A board made with WAL, then opened through a VFS without shared memory (a folder
+    moved to such a filesystem): SQLite cannot even read it there; the board leaves WAL
+    for the rollback journal instead of failing, and nothing is lost."""
+    path = tmp_path / "kanban.db"
+    kanban(path, "init")
+    kanban(path, "add", "made with WAL")
+    assert _header(path) == ("wal", "ok")
+    with sqlite3.connect(f"{path.as_uri()}?vfs={NO_SHM}", uri=True) as raw, \
+            pytest.raises(sqlite3.OperationalError, match="unable to open"):
+        raw.execute("SELECT count(*) FROM card").fetchone()  # what SQLite alone does
+    warning, added, claimed = _claims_on(path, NO_SHM)
+    assert warning is not None and "no shared memory" in warning, warning
+    assert claimed == [1, *added]  # the card added under WAL is there, and claimed first
+    assert _header(path) == ("delete", "ok")
