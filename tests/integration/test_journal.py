@@ -4,6 +4,7 @@ board in rollback mode stays in it for every process, and each face says what it
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -160,3 +161,39 @@ def test_a_wal_board_opened_where_there_is_no_shared_memory_leaves_wal(
     assert warning is not None and "no shared memory" in warning, warning
     assert claimed == [1, *added]  # the card added under WAL is there, and claimed first
     assert _header(path) == ("delete", "ok")
+
+
+def test_a_second_host_on_a_network_filesystem_board_is_refused(tmp_path: Path) -> None:
+    """The board's folder is NFS (per the mount table) and a dispatcher of another host is
+    alive on it: this host's dispatcher refuses to start, saying to move to PostgreSQL. A
+    dispatcher of this same host beside it is not refused."""
+    from kanban import control
+    from kanban.dispatcher.loop import Dispatcher
+    from kanban.errors import KanbanError
+    from kanban.service import Kanban
+    from kanban.state.config import Config
+    from kanban.state.sqlite import SQLiteDatabase
+
+    table = tmp_path / "mountinfo"
+    table.write_text(f"22 1 259:2 / / rw - ext4 /dev/root rw\n"
+                     f"40 22 0:38 / {tmp_path} rw - nfs4 server:/export rw,vers=4.2\n")
+    path = tmp_path / "kanban.db"
+    kanban(path, "init")
+    db = SQLiteDatabase(path, mount_table=table)
+    try:
+        kb = Kanban(db)
+        here = Dispatcher(kb, Config(), home=tmp_path, db_target=str(path))
+        with db.write() as conn:
+            control.register_dispatcher(conn, host=here.host, pid=os.getpid(),
+                                        now=kb.clock())
+        here._check_journal()  # the same host: SQLite's locks hold between its processes
+        with db.write() as conn:
+            control.register_dispatcher(conn, host="other-host", pid=4242, now=kb.clock())
+        with pytest.raises(KanbanError) as refused:
+            Dispatcher(kb, Config(), home=tmp_path, db_target=str(path)).start()
+        assert "network filesystem (nfs4)" in refused.value.message
+        assert "other-host" in refused.value.message and "PostgreSQL" in refused.value.message
+        with db.read() as conn:  # it never registered
+            assert len(control.live_dispatchers(conn, kb.clock())) == 2
+    finally:
+        db.dispose()
