@@ -52,6 +52,12 @@ def record(conn: Conn, names: Iterable[str], kind: str, *, now: datetime,
                for name in dict.fromkeys(names)])
 
 
+def written_by_card(conn: Conn, card_id: int) -> int:
+    """How many skills the card has written (all its attempts)."""
+    return int(conn.scalar("SELECT count(*) FROM skill_use WHERE kind = 'write' AND "
+                           "card_id = :card", {"card": card_id}))
+
+
 def usage(conn: Conn) -> dict[str, SkillUsage]:
     """Every skill with a recorded use or decision, by name."""
     counts: dict[str, dict[str, object]] = {}
