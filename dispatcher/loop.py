@@ -124,11 +124,13 @@ class Dispatcher(FaultDuties, Stopping):
         self.spawner = self._new_spawner()
         self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s, wakeups_only=True)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
+        journal = self.kb.db.journal_mode()  # None on PostgreSQL
         event(f"dispatcher {self.id} started: pid {os.getpid()}, {self.max_workers} workers at "
-              "most" + (f", board {self.opts.board}" if self.opts.board else ""),
+              "most" + (f", board {self.opts.board}" if self.opts.board else "")
+              + (f", journal: {journal}" if journal else ""),
               kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
               instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board,
-              journal=self.kb.db.journal_mode())
+              journal=journal)
 
     def _new_spawner(self) -> Spawner:
         if not self.opts.warm:

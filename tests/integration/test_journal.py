@@ -60,6 +60,9 @@ def test_a_new_board_on_a_local_disk_keeps_wal_and_says_nothing(tmp_path: Path) 
     status = json.loads(kanban(path, "status", "--json").stdout)
     assert status["journal_warning"] is None and status["journal"] == "wal"
     assert "journal: wal" in kanban(path, "status").stdout
+    started = [line for line in kanban(path, "dispatch", "--once").stderr.splitlines()
+               if " started: " in line]
+    assert len(started) == 1 and started[0].endswith(", journal: wal"), started
 
 
 def test_a_dispatcher_on_a_rollback_board_says_so_first_and_works(tmp_path: Path) -> None:
@@ -73,6 +76,7 @@ def test_a_dispatcher_on_a_rollback_board_says_so_first_and_works(tmp_path: Path
     run = kanban(path, "dispatch", "--once")
     lines = [line for line in run.stderr.splitlines() if "dispatching from" not in line]
     assert "journal: rollback" in lines[0], run.stderr
+    assert any("started:" in line and line.endswith(", journal: rollback") for line in lines)
     assert json.loads(kanban(path, "show", card, "--json").stdout)["card"]["status"] == "done"
 
 
