@@ -21,7 +21,7 @@ from kanban.agent_skills import (
 )
 from kanban.skills import SkillCatalog, load_catalog
 from tests.security.conftest import Attack
-from tests.support.procs import kanban
+from tests.support.procs import kanban, query
 
 WRITER = """
 toolsets = ["kanban"]
@@ -295,9 +295,27 @@ def test_patches_keep_a_bounded_history_and_never_make_a_file_executable(
 def test_a_reader_is_told_the_skill_was_written_by_an_agent(attack: Attack) -> None:
     agent_skill(attack, "good")
     attack.configure('toolsets = ["kanban"]')
-    _, results = attack.run([("skill_view", {"name": "good"})], skills=("good",))
+    card, results = attack.run([("skill_view", {"name": "good"})], skills=("good",))
     assert "Written by an agent: card #1, profile attacker" in results[0], results
     assert "it grants nothing" in results[0]
+    (opening,) = query(attack.board.path, "SELECT m.content FROM message m JOIN run r ON "
+                                          "r.id = m.run_id WHERE r.card_id = ? AND m.role = "
+                                          "'user' AND m.content LIKE 'Skills for this card%'",
+                       card)[0]
+    assert "- good: earlier [written by an agent]" in opening, opening
+
+
+def test_odd_file_names_are_refused(attack: Attack) -> None:
+    attack.configure(WRITER)
+    card, results = attack.run([
+        write("odd1", files={"-rf": "x"}), write("odd2", files={"a b.md": "x"}),
+        write("odd3", files={"caf\u00e9.md": "x"}), write("odd4", files={"a\nb.md": "x"}),
+        write("odd5", files={"sub//x.md": "x"}), write("odd6", files={"x.md/": "x"}),
+        write("odd7", files={"a/b/c/d.md": "x"}), write("odd8", files={f"{'a' * 65}.md": "x"}),
+    ])
+    assert attack.card(card)[0] == "done"
+    assert all(r.startswith("Error:") for r in results), results
+    assert files_under(attack.board.home / "agent-skills") == []
 
 
 def test_the_curator_never_moves_a_skill_through_a_planted_archive_symlink(
