@@ -236,8 +236,9 @@ class Dispatcher(FaultDuties, Stopping):
         if time.monotonic() < self._next_curate:
             return
         self._next_curate = time.monotonic() + CURATE_EVERY_S
-        done = skill_curator.curate_or_say(self.kb.db, self.home, self.config.skills,
-                                           self.kb.clock())
+        done = skill_curator.curate_or_say(
+            self.kb.db, self.home, self.config.skills, self.kb.clock(),
+            named=skill_curator.named_by_profiles(self.config))
         if isinstance(done, str):
             event(f"skill curator: {done}", logging.WARNING, kind="skills_curated", error=True)
             return

@@ -52,11 +52,12 @@ def skills(ctx: click.Context, words: tuple[str, ...], dry_run: bool, as_json: b
 
 
 def _curate(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
-    from kanban.skill_curator import curate
+    from kanban.skill_curator import curate, named_by_profiles
 
     kb = open_kanban(ctx)
-    done = curate(kb.db, location_of(ctx).home, config_of(ctx).skills, kb.clock(),
-                  dry_run=dry_run)
+    config = config_of(ctx)
+    done = curate(kb.db, location_of(ctx).home, config.skills, kb.clock(),
+                  dry_run=dry_run, named=named_by_profiles(config))
     if as_json:
         output.print_json({"dry_run": dry_run, "moves": [m.to_json() for m in done.moves],
                            "backup": str(done.backup) if done.backup else None})
