@@ -82,12 +82,14 @@ def sqlite_target(path: Path, vfs: str | None, mode: str | None = None) -> str:
     return f"{path.absolute().as_uri()}?{query}"
 
 
-def _leave_unreadable_wal(raw: sqlite3.Connection, exc: sqlite3.OperationalError) -> bool:
+def _leave_unreadable_wal(raw: sqlite3.Connection, exc: sqlite3.OperationalError,
+                          path: Path) -> bool:
     """A WAL file where the VFS has no shared memory cannot even be read (SQLITE_CANTOPEN,
     or an SHM I/O error): with the lock held exclusively SQLite keeps the WAL index in
     its own memory, long enough to switch the file to the rollback journal. False when
-    that is not the trouble, or another process holds the board (then nothing changed)."""
-    if not no_shared_memory(exc):
+    that is not the trouble (the file opens, its header says WAL), or another process
+    holds the board (then nothing changed)."""
+    if not no_shared_memory(exc) or not _header_says_wal(path):
         return False
     try:
         raw.execute("PRAGMA locking_mode = EXCLUSIVE")
@@ -97,6 +99,17 @@ def _leave_unreadable_wal(raw: sqlite3.Connection, exc: sqlite3.OperationalError
     except sqlite3.Error:
         return False
     return bool(left == "delete")
+
+
+def _header_says_wal(path: Path) -> bool:
+    """Bytes 18 and 19 of a database file are 2 in WAL mode (False if it cannot be read:
+    out of file descriptors, say, which SQLite reports as CANTOPEN too)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == header[19] == 2
 
 
 def no_shared_memory(exc: sqlite3.Error) -> bool:
@@ -227,7 +240,7 @@ class SQLiteDatabase(Database):
         try:
             mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
         except sqlite3.OperationalError as exc:
-            if not _leave_unreadable_wal(raw, exc):
+            if not _leave_unreadable_wal(raw, exc, self.file):
                 raise
             return Journal(ROLLBACK, "SQLite cannot keep the write-ahead log on this "
                                      "filesystem (no shared memory); the board left it")
