@@ -82,7 +82,12 @@ def _decide(ctx: click.Context, action: str, name: str) -> None:
         source = restore(kb.db, location_of(ctx).home, name, kb.clock())
         output.out(f"restored {name} from {source}")
         return
+    from kanban.skills import load_catalog
+
+    known = name in load_catalog(location_of(ctx).home).skills
     with kb.db.write() as conn:
+        if not known and skill_usage.of(conn, name).state != "archived":
+            raise ValidationError(f"no skill named {name!r} (see `kanban skills`)")
         skill_usage.set_state(conn, name, pinned=action == "pin", now=kb.clock())
     output.out(f"{action}ned {name}")
 

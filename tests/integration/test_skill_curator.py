@@ -124,10 +124,13 @@ def test_kanban_skills_curate_dry_run_changes_nothing(kb: Kanban, tmp_path: Path
     assert done.stdout.startswith("marked old archived") and "backup:" in done.stderr
     assert "old (agent): archived" in kanban(db, "skills").stdout
     assert kanban(db, "skills", "restore", "old").stdout == "restored old from the archive\n"
-    for bad_args in (("pin", "../x"), ("pin",), ("old", "--dry-run"), ("a", "b")):
+    for bad_args in (("pin", "../x"), ("pin",), ("old", "--dry-run"), ("a", "b"),
+                     ("pin", "nosuch"), ("unpin", "nosuch")):
         bad = kanban(db, "skills", *bad_args, check=False)
         assert bad.returncode == 1 and bad.stderr.startswith("kanban: error: "), bad_args
         assert bad.stderr.count("\n") == 1, bad.stderr
+    assert kanban(db, "skills", "pin", "old").stdout == "pinned old\n"
+    assert "old (agent): old steps — pinned, " in kanban(db, "skills").stdout
 
 
 def test_the_dispatcher_runs_the_curator_on_its_slow_tick(kb: Kanban, tmp_path: Path) -> None:
