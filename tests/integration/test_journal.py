@@ -201,3 +201,42 @@ def test_a_second_host_on_a_network_filesystem_board_is_refused(tmp_path: Path) 
             assert len(control.live_dispatchers(conn, kb.clock())) == 2
     finally:
         db.dispose()
+
+
+def test_a_command_from_a_second_host_on_a_network_filesystem_board_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process reads a mount table saying the board's folder is NFS; a dispatcher of
+    another host is alive on the board: every command here is one error line saying to
+    move to PostgreSQL. Once that dispatcher is gone, commands work (in rollback mode)."""
+    from click.testing import CliRunner
+
+    from kanban import control
+    from kanban.cli.app import app
+    from kanban.state import journal
+
+    table = tmp_path / "mountinfo"
+    table.write_text(f"22 1 259:2 / / rw - ext4 /dev/root rw\n"
+                     f"40 22 0:38 / {tmp_path} rw - nfs4 server:/export rw,vers=4.2\n")
+    path = tmp_path / "kanban.db"
+    kanban(path, "init")
+    db = open_database(DbLocation(str(path), "flag"))
+    try:
+        with db.write() as conn:
+            other = control.register_dispatcher(conn, host="other-host", pid=4242,
+                                                 now=db.clock())
+    finally:
+        db.dispose()
+    monkeypatch.setattr("kanban.state.sqlite.network_fs",
+                        lambda folder, _table: journal.network_fs(folder, table))
+    runner = CliRunner()
+    refused = runner.invoke(app, ["--db", str(path), "add", "from a second host"])
+    assert refused.exit_code == 1, refused.output
+    assert refused.output.startswith("kanban: error: the board is on a network filesystem "
+                                     "(nfs4) and dispatcher"), refused.output
+    assert "other-host" in refused.output and "PostgreSQL" in refused.output
+    assert refused.output.count("\n") == 1
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM card").fetchone() == (0,)
+        conn.execute("UPDATE dispatcher SET stopped_at = heartbeat_at WHERE id = ?", (other,))
+    added = runner.invoke(app, ["--db", str(path), "add", "from this host"])
+    assert added.exit_code == 0, added.output
