@@ -7,9 +7,10 @@ from pathlib import Path
 
 import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import DatabaseError
+from kanban.state.journal import no_shared_memory
 from kanban.state.migrations import check_version, migrate
 from kanban.state.paths import DbLocation
-from kanban.state.sqlite import SQLiteDatabase, create_file, no_shared_memory, sqlite_target
+from kanban.state.sqlite import SQLiteDatabase, create_file, sqlite_target
 from kanban.state.sqlite_errors import translate
 from kanban.state.store import Database
 

@@ -21,7 +21,14 @@ from pathlib import Path
 
 import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
-from kanban.state.journal import MOUNTINFO, ROLLBACK, WAL, Journal, network_fs
+from kanban.state.journal import (
+    MOUNTINFO,
+    ROLLBACK,
+    WAL,
+    Journal,
+    leave_unreadable_wal,
+    network_fs,
+)
 from kanban.state.retry import Backoff
 from kanban.state.sqlite_errors import IO, WAL_MISSING, describe_error, is_busy, translate
 from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
@@ -80,47 +87,6 @@ def sqlite_target(path: Path, vfs: str | None, mode: str | None = None) -> str:
         return str(path)
     query = "&".join(f"{k}={v}" for k, v in (("vfs", vfs), ("mode", mode)) if v)
     return f"{path.absolute().as_uri()}?{query}"
-
-
-def _leave_unreadable_wal(raw: sqlite3.Connection, exc: sqlite3.OperationalError,
-                          path: Path) -> bool:
-    """A WAL file where the VFS has no shared memory cannot even be read (SQLITE_CANTOPEN,
-    or an SHM I/O error): with the lock held exclusively SQLite keeps the WAL index in
-    its own memory, long enough to switch the file to the rollback journal. False when
-    that is not the trouble (the file opens, its header says WAL), or another process
-    holds the board (then nothing changed)."""
-    if not no_shared_memory(exc) or not _header_says_wal(path):
-        return False
-    try:
-        raw.execute("PRAGMA locking_mode = EXCLUSIVE")
-        left = raw.execute("PRAGMA journal_mode = DELETE").fetchone()[0]
-        raw.execute("PRAGMA locking_mode = NORMAL")
-        raw.execute("SELECT count(*) FROM sqlite_master").fetchone()  # lets the lock go
-    except sqlite3.Error:
-        return False
-    return bool(left == "delete")
-
-
-def _header_says_wal(path: Path) -> bool:
-    """Bytes 18 and 19 of a database file are 2 in WAL mode (False if it cannot be read:
-    out of file descriptors, say, which SQLite reports as CANTOPEN too)."""
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(20)
-    except OSError:
-        return False
-    return len(header) == 20 and header[18] == header[19] == 2
-
-
-def no_shared_memory(exc: sqlite3.Error) -> bool:
-    """The error SQLite gives reading a WAL file without shared memory."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code == _CANTOPEN or (code is not None and code & 0xFF == 10  # SQLITE_IOERR
-                                 and code >> 8 in _SHM_IOERRS)
-
-
-_CANTOPEN = 14
-_SHM_IOERRS = (18, 19, 20, 21)  # SQLITE_IOERR_SHMOPEN, _SHMSIZE, _SHMLOCK, _SHMMAP
 
 
 def _time_text(value: datetime) -> str:
@@ -240,7 +206,7 @@ class SQLiteDatabase(Database):
         try:
             mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
         except sqlite3.OperationalError as exc:
-            if not _leave_unreadable_wal(raw, exc, self.file):
+            if not leave_unreadable_wal(raw, exc, self.file):
                 raise
             return Journal(ROLLBACK, "SQLite cannot keep the write-ahead log on this "
                                      "filesystem (no shared memory); the board left it")
