@@ -70,17 +70,9 @@ class FaultDuties:
         if warning is None:
             return
         event(warning, logging.WARNING, kind="journal")
-        remote = getattr(getattr(self.kb.db, "journal", None), "network_fs", None)
-        if remote is None:
-            return
-        with self.kb.db.read() as conn:
-            others = [d for d in control.live_dispatchers(conn, self.kb.clock())
-                      if d.host != self.host]
-        if others:
-            raise DatabaseError(
-                f"the board is on a network filesystem ({remote}) and dispatcher "
-                f"{others[0].id} on {others[0].host} uses it too: SQLite cannot be shared by "
-                "several hosts there; move the board to PostgreSQL")
+        refused = control.shared_network_board(self.kb.db, self.host, self.kb.clock())
+        if refused is not None:
+            raise DatabaseError(refused)
 
     def _start_file_guard(self) -> None:
         try:

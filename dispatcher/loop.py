@@ -124,11 +124,13 @@ class Dispatcher(FaultDuties, Stopping):
         self.spawner = self._new_spawner()
         self.watcher = change_watcher(self.kb.db, poll_s=self.opts.poll_s, wakeups_only=True)
         self.courier = courier_for(self.kb.db, self.config, self.home, self.env).start()
+        journal = self.kb.db.journal_mode()  # None on PostgreSQL
         event(f"dispatcher {self.id} started: pid {os.getpid()}, {self.max_workers} workers at "
-              "most" + (f", board {self.opts.board}" if self.opts.board else ""),
+              "most" + (f", board {self.opts.board}" if self.opts.board else "")
+              + (f", journal: {journal}" if journal else ""),
               kind="dispatcher_started", dispatcher=self.id, pid=os.getpid(),
               instance=self.instance.id, max_workers=self.max_workers, board=self.opts.board,
-              journal=self.kb.db.journal_mode())
+              journal=journal)
 
     def _new_spawner(self) -> Spawner:
         if not self.opts.warm:
@@ -234,8 +236,9 @@ class Dispatcher(FaultDuties, Stopping):
         if time.monotonic() < self._next_curate:
             return
         self._next_curate = time.monotonic() + CURATE_EVERY_S
-        done = skill_curator.curate_or_say(self.kb.db, self.home, self.config.skills,
-                                           self.kb.clock())
+        done = skill_curator.curate_or_say(
+            self.kb.db, self.home, self.config.skills, self.kb.clock(),
+            named=skill_curator.named_by_profiles(self.config))
         if isinstance(done, str):
             event(f"skill curator: {done}", logging.WARNING, kind="skills_curated", error=True)
             return

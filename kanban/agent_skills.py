@@ -33,6 +33,9 @@ MAX_DESCRIPTION = 500
 MAX_FILES = 20  # other files one write may add
 MAX_FILE = 64 * 1024  # characters of one of them
 MAX_DEPTH = 3  # folders of a file's path, the file included
+MAX_AGENT_SKILLS = 200  # skills in the agent-skill folder: each card start reads them all
+MAX_WRITES_PER_CARD = 10  # new skills one card may write
+MAX_VERSIONS = 50  # earlier versions one skill keeps: past it, a person decides
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -67,13 +70,18 @@ def check_files(files: Any) -> dict[tuple[str, ...], bytes]:
     if not isinstance(files, Mapping) or len(files) > MAX_FILES:
         raise ValidationError(f"files must map at most {MAX_FILES} relative paths to text")
     checked: dict[tuple[str, ...], bytes] = {}
+    folded: set[str] = set()
     for path, content in files.items():
         parts = tuple(str(path).split("/"))
         if len(parts) > MAX_DEPTH or not all(_PART.fullmatch(p) for p in parts) \
-                or parts == (SKILL_FILE,):
+                or parts[0].casefold() == SKILL_FILE.casefold():
             raise ValidationError(f"file path {str(path)[:100]!r}: use up to {MAX_DEPTH} "
                                   "plain names joined by '/' (no '..', no leading '.' or '/', "
                                   "not SKILL.md)")
+        if str(path).casefold() in folded:  # one file on a case-insensitive filesystem
+            raise ValidationError(f"file path {str(path)!r} differs from another only in "
+                                  "case")
+        folded.add(str(path).casefold())
         if not isinstance(content, str):
             raise ValidationError(f"file {path!r}: content must be text")
         checked[parts] = text(content, f"file {path!r}", MAX_FILE).encode()
@@ -99,15 +107,23 @@ def write_skill(home: Path, catalog: SkillCatalog, author: Author, *, name: Any,
                                 required=True).split())
     body = text(body, "body", MAX_BODY, required=True)
     extra = check_files(files)
-    existing = catalog.skills.get(name)
-    if existing is not None:
-        raise ValidationError(f"a skill named {name!r} exists ({existing.source}); "
+    existing = catalog.skills.get(name) or next(
+        (s for s in catalog.skills.values() if s.name.casefold() == name.casefold()), None)
+    if existing is not None:  # a look-alike in another case would pass for the person's
+        raise ValidationError(f"a skill named {existing.name!r} exists ({existing.source}); "
                               + ("change it with skill_patch" if existing.source == AGENT
                                  else "it was written by hand and agents cannot change it"))
     meta = {"written_by": {"card": author.card_id, "profile": author.profile,
                            "model": author.model},
             "written_at": now.isoformat(timespec="seconds")}
     with fs.agent_root(home) as root:
+        present = [e for e in fs.entries(root) if not e.startswith(".")]
+        if any(e.casefold() == name.casefold() for e in present):
+            raise ValidationError(f"{name!r} is taken in the agent-skill folder (in some "
+                                  "case); choose another name")
+        if len(present) >= MAX_AGENT_SKILLS:
+            raise ValidationError(f"the board holds {len(present)} agent-written skills, the "
+                                  "most it keeps; improve one with skill_patch instead")
         fs.make_dir(root, name)
         with fs.opened(root, [name]) as folder:
             for parts, data in extra.items():
@@ -138,6 +154,9 @@ def patch_skill(home: Path, author: Author, *, name: Any, old: Any, new: Any,
         meta["patched_at"] = now.isoformat(timespec="seconds")
         with fs.opened(folder, [fs.VERSIONS], create=True) as versions:
             number = 1 + sum(1 for e in fs.entries(versions) if e.startswith("SKILL."))
+            if number > MAX_VERSIONS:
+                raise ValidationError(f"{name!r} keeps {MAX_VERSIONS} earlier versions, the "
+                                      "most it may; write a new skill instead")
             fs.new_file(versions, f"SKILL.{number}.md", current.encode())
         fs.write_file(folder, SKILL_FILE, render(name, meta.pop("description"),
                                                  patched, {k: v for k, v in meta.items()

@@ -13,7 +13,7 @@ from kanban.events import record_event
 from kanban.state.host import boot_id, process_start
 from kanban.state.plans import Plan, Query, run_plan
 from kanban.state.rows import row_dict
-from kanban.state.store import Conn
+from kanban.state.store import Conn, Database
 
 SPAWN_PAUSED = "spawn_paused"
 DISPATCHER_STALE_S = 15.0
@@ -161,6 +161,21 @@ _DISPATCHER_FIELDS = ("id", "host", "pid", "started_at", "heartbeat_at", "board"
 _SELECT_DISPATCHER = (  # its breaker, if open, from the setting table
     f"SELECT {', '.join(f'dispatcher.{c}' for c in _DISPATCHER_FIELDS[:-1])}, breaker.value "
     f"FROM dispatcher LEFT JOIN setting breaker ON breaker.key = '{BREAKER}' || dispatcher.id")
+
+
+def shared_network_board(db: Database, host: str, now: datetime) -> str | None:
+    """Why this host must not use the board, if it sits on a network filesystem that a live
+    dispatcher of another host uses (SQLite's locks do not hold between hosts there)."""
+    remote = getattr(getattr(db, "journal", None), "network_fs", None)
+    if remote is None or db.journal_warning() is None:
+        return None
+    with db.read() as conn:
+        others = [d for d in live_dispatchers(conn, now) if d.host != host]
+    if not others:
+        return None
+    return (f"the board is on a network filesystem ({remote}) and dispatcher {others[0].id} "
+            f"on {others[0].host} uses it: SQLite cannot be shared by several hosts there; "
+            "move the board to PostgreSQL")
 
 
 def live_dispatchers(conn: Conn, now: datetime,

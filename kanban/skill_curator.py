@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import tarfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +23,7 @@ from kanban import skill_usage
 from kanban.agent_skills import check_name
 from kanban.errors import KanbanError, ValidationError
 from kanban.skills import Skill, agent_skills
-from kanban.state.config import SkillSettings
+from kanban.state.config import Config, SkillSettings
 from kanban.state.store import Database
 
 BACKUPS = "skill-backups"  # beside the database
@@ -49,19 +50,24 @@ class Curation:
     dry_run: bool
 
 
-def plan(db: Database, home: Path, settings: SkillSettings, now: datetime) -> list[Move]:
-    """What the curator would change now (reads only)."""
+def plan(db: Database, home: Path, settings: SkillSettings, now: datetime, *,
+         named: Iterable[str] = ()) -> list[Move]:
+    """What the curator would change now (reads only). A skill `named` (by a profile of
+    the config), or named by an unfinished card or an enabled cron job, counts as used
+    now: archived, it would fail the card that is given it next."""
     skills = [s for s in agent_skills(home) if s.written_by is not None]
     if not skills:
         return []  # most boards: no agent-written skills, no database read
     with db.read() as conn:
         used = {s.name: skill_usage.of(conn, s.name) for s in skills}
+        wanted = skill_usage.named_by_board(conn) | set(named)
     moves = []
     for skill in skills:
         record = used[skill.name]
         if record.pinned or record.state == "archived":
             continue
-        idle = (now - _last_activity(skill, record.last_used)) / timedelta(days=1)
+        last = now if skill.name in wanted else _last_activity(skill, record.last_used)
+        idle = (now - last) / timedelta(days=1)
         state = ("archived" if idle >= settings.archive_after_days
                  else "stale" if idle >= settings.stale_after_days else "active")
         if state != record.state:
@@ -70,9 +76,9 @@ def plan(db: Database, home: Path, settings: SkillSettings, now: datetime) -> li
 
 
 def curate(db: Database, home: Path, settings: SkillSettings, now: datetime, *,
-           dry_run: bool = False) -> Curation:
+           dry_run: bool = False, named: Iterable[str] = ()) -> Curation:
     """Mark and archive as `plan` says, after a backup of the agent-skill folder."""
-    moves = plan(db, home, settings, now)
+    moves = plan(db, home, settings, now, named=named)
     if dry_run or not moves:
         return Curation(tuple(moves), None, dry_run)
     backup = back_up(home, now)
@@ -85,14 +91,19 @@ def curate(db: Database, home: Path, settings: SkillSettings, now: datetime, *,
 
 
 def curate_or_say(db: Database, home: Path, settings: SkillSettings,
-                  now: datetime) -> Curation | str:
+                  now: datetime, *, named: Iterable[str] = ()) -> Curation | str:
     """`curate`, or what stopped it (the dispatcher logs that and tries again later)."""
     try:
-        return curate(db, home, settings, now)
+        return curate(db, home, settings, now, named=named)
     except KanbanError as exc:
         return exc.message
     except OSError as exc:
         return f"{exc.filename or 'the skill folder'}: {exc.strerror}"
+
+
+def named_by_profiles(config: Config) -> set[str]:
+    """The skills every card of some profile gets."""
+    return {name for profile in config.profiles.values() for name in profile.skills}
 
 
 def _last_activity(skill: Skill, last_used: datetime | None) -> datetime:

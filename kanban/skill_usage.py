@@ -52,6 +52,23 @@ def record(conn: Conn, names: Iterable[str], kind: str, *, now: datetime,
                for name in dict.fromkeys(names)])
 
 
+def written_by_card(conn: Conn, card_id: int) -> int:
+    """How many skills the card has written (all its attempts)."""
+    return int(conn.scalar("SELECT count(*) FROM skill_use WHERE kind = 'write' AND "
+                           "card_id = :card", {"card": card_id}))
+
+
+def named_by_board(conn: Conn) -> set[str]:
+    """Skills an unfinished card or an enabled cron job names: they will be given soon."""
+    names: set[str] = set()
+    for (listed,) in conn.all(
+            "SELECT skills FROM card WHERE skills IS NOT NULL AND status NOT IN "
+            "('done', 'failed', 'cancelled') UNION SELECT skills FROM cron_job WHERE "
+            "skills IS NOT NULL AND enabled"):
+        names.update(n.strip() for n in str(listed).split(",") if n.strip())
+    return names
+
+
 def usage(conn: Conn) -> dict[str, SkillUsage]:
     """Every skill with a recorded use or decision, by name."""
     counts: dict[str, dict[str, object]] = {}

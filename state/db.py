@@ -7,25 +7,29 @@ from pathlib import Path
 
 import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import DatabaseError
+from kanban.state.journal import no_shared_memory
 from kanban.state.migrations import check_version, migrate
 from kanban.state.paths import DbLocation
-from kanban.state.sqlite import SQLiteDatabase, create_file
+from kanban.state.sqlite import SQLiteDatabase, create_file, sqlite_target
 from kanban.state.sqlite_errors import translate
 from kanban.state.store import Database
 
 
 def open_database(
     location: DbLocation, *, create: bool = False, synchronous: str = "NORMAL",
-    journal: str = "auto",
+    journal: str = "auto", vfs: str | None = None,
 ) -> Database:
     """A ready-to-use database; `create` allows a new file (as `kanban init` does), with
-    the rollback journal when `journal` says so (SQLite; see kanban.state.journal)."""
+    the rollback journal when `journal` says so (SQLite; see kanban.state.journal).
+    `vfs`: the SQLite VFS to open the file through (tests: a filesystem without shared
+    memory)."""
     if location.is_postgres:
         from kanban.state.postgres import PostgresDatabase
 
         db: Database = PostgresDatabase(location.target)
     else:
-        db = _open_sqlite(location, create=create, synchronous=synchronous, journal=journal)
+        db = _open_sqlite(location, create=create, synchronous=synchronous, journal=journal,
+                          vfs=vfs)
     try:
         migrate(db)
         if isinstance(db, SQLiteDatabase) and create:
@@ -37,7 +41,7 @@ def open_database(
 
 
 def _open_sqlite(location: DbLocation, *, create: bool, synchronous: str,
-                 journal: str) -> Database:
+                 journal: str, vfs: str | None) -> Database:
     path = location.path
     if path.is_dir():
         raise DatabaseError(f"{path} is a directory, not a database file")
@@ -49,8 +53,8 @@ def _open_sqlite(location: DbLocation, *, create: bool, synchronous: str,
         except OSError as exc:
             raise DatabaseError(f"cannot create database at {path}: {exc.strerror}") from None
     elif path.stat().st_size:
-        _check_before_use(path)
-    return SQLiteDatabase(path, synchronous=synchronous, journal=journal)
+        _check_before_use(path, vfs)
+    return SQLiteDatabase(path, synchronous=synchronous, journal=journal, vfs=vfs)
 
 
 def missing_database(location: DbLocation) -> str:
@@ -66,7 +70,7 @@ def missing_database(location: DbLocation) -> str:
             f"`kanban --db {location.path} init`")
 
 
-def _check_before_use(path: Path) -> None:
+def _check_before_use(path: Path, vfs: str | None) -> None:
     """Refuse a foreign, corrupt or newer file over a read-only connection, before the
     first ordinary connection switches it to WAL (which rewrites its header)."""
     before = wal_guard.before_connect(path)  # a removed -wal: wait for it to be back
@@ -74,7 +78,7 @@ def _check_before_use(path: Path) -> None:
     # which a read-only connection cannot do (a plain one does not touch the journal mode).
     mode = "rw" if Path(f"{path}-journal").exists() else "ro"
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode={mode}", uri=True)
+        conn = sqlite3.connect(sqlite_target(path, vfs, mode), uri=True)
     except sqlite3.Error as exc:
         raise translate(path, exc) from None
     try:
@@ -86,6 +90,9 @@ def _check_before_use(path: Path) -> None:
             version = conn.execute("SELECT coalesce(max(id), 0) FROM schema_migration"
                                    ).fetchone()[0]
     except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and no_shared_memory(exc):
+            return  # a WAL file this VFS cannot read: the first connection leaves WAL, and
+            # the migrations check the version
         raise translate(path, exc) from None
     finally:
         conn.close()

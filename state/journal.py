@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,3 +83,44 @@ def _unescape(field: str) -> str:
     for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
         field = field.replace(code, char)
     return field
+
+
+def leave_unreadable_wal(raw: sqlite3.Connection, exc: sqlite3.OperationalError,
+                          path: Path) -> bool:
+    """A WAL file where the VFS has no shared memory cannot even be read (SQLITE_CANTOPEN,
+    or an SHM I/O error): with the lock held exclusively SQLite keeps the WAL index in
+    its own memory, long enough to switch the file to the rollback journal. False when
+    that is not the trouble (the file opens, its header says WAL), or another process
+    holds the board (then nothing changed)."""
+    if not no_shared_memory(exc) or not _header_says_wal(path):
+        return False
+    try:
+        raw.execute("PRAGMA locking_mode = EXCLUSIVE")
+        left = raw.execute("PRAGMA journal_mode = DELETE").fetchone()[0]
+        raw.execute("PRAGMA locking_mode = NORMAL")
+        raw.execute("SELECT count(*) FROM sqlite_master").fetchone()  # lets the lock go
+    except sqlite3.Error:
+        return False
+    return bool(left == "delete")
+
+
+def _header_says_wal(path: Path) -> bool:
+    """Bytes 18 and 19 of a database file are 2 in WAL mode (False if it cannot be read:
+    out of file descriptors, say, which SQLite reports as CANTOPEN too)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == header[19] == 2
+
+
+def no_shared_memory(exc: sqlite3.Error) -> bool:
+    """The error SQLite gives reading a WAL file without shared memory."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == _CANTOPEN or (code is not None and code & 0xFF == 10  # SQLITE_IOERR
+                                 and code >> 8 in _SHM_IOERRS)
+
+
+_CANTOPEN = 14
+_SHM_IOERRS = (18, 19, 20, 21)  # SQLITE_IOERR_SHMOPEN, _SHMSIZE, _SHMLOCK, _SHMMAP

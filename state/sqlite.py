@@ -21,7 +21,14 @@ from pathlib import Path
 
 import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
-from kanban.state.journal import MOUNTINFO, ROLLBACK, WAL, Journal, network_fs
+from kanban.state.journal import (
+    MOUNTINFO,
+    ROLLBACK,
+    WAL,
+    Journal,
+    leave_unreadable_wal,
+    network_fs,
+)
 from kanban.state.retry import Backoff
 from kanban.state.sqlite_errors import IO, WAL_MISSING, describe_error, is_busy, translate
 from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database
@@ -74,6 +81,14 @@ def _kept_rollback(raw: sqlite3.Connection) -> bool:
     return row is not None and row[0] == ROLLBACK
 
 
+def sqlite_target(path: Path, vfs: str | None, mode: str | None = None) -> str:
+    """What sqlite3.connect opens: the path, or a URI naming the VFS (and mode)."""
+    if vfs is None and mode is None:
+        return str(path)
+    query = "&".join(f"{k}={v}" for k, v in (("vfs", vfs), ("mode", mode)) if v)
+    return f"{path.absolute().as_uri()}?{query}"
+
+
 def _time_text(value: datetime) -> str:
     """Aware datetimes stored as fixed-width UTC text: lexical order is time order."""
     if value.tzinfo is None:
@@ -105,7 +120,8 @@ class SQLiteDatabase(Database):
     clock = staticmethod(utcnow)  # the writing process's clock, at no cost
 
     def __init__(self, path: Path, *, synchronous: str = "NORMAL",
-                 journal: str = "auto", mount_table: Path = MOUNTINFO) -> None:
+                 journal: str = "auto", mount_table: Path = MOUNTINFO,
+                 vfs: str | None = None) -> None:
         if synchronous.upper() not in {"NORMAL", "FULL"}:
             raise DatabaseError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         if journal not in JOURNAL_CHOICES:
@@ -114,6 +130,9 @@ class SQLiteDatabase(Database):
         self.path = path
         self.journal_wanted = journal
         self.mount_table = mount_table  # where the filesystem of the folder is read from
+        # The SQLite VFS connections go through (None: the platform's). A seam like the
+        # mount table: "unix-dotfile" has no shared memory, as some filesystems have none.
+        self.vfs = vfs
         self.journal = Journal(WAL)  # what the first connection finds (see _journal)
         self.file: Path = path  # never None here (the base class allows None)
         self.synchronous = synchronous.upper()
@@ -140,7 +159,8 @@ class SQLiteDatabase(Database):
         # SQLite's busy handler waits one slice; _begin() retries slices up to patience_s.
         busy_ms = int(1000 * max(0.05, min(self.patience_s, BUSY_SLICE_S)))
         before = wal_guard.before_connect(self.file)
-        raw = sqlite3.connect(self.file, timeout=busy_ms / 1000, isolation_level=None,
+        raw = sqlite3.connect(sqlite_target(self.file, self.vfs), uri=self.vfs is not None,
+                              timeout=busy_ms / 1000, isolation_level=None,
                               check_same_thread=False, cached_statements=256,
                               factory=RingingConnection)
         try:
@@ -183,7 +203,13 @@ class SQLiteDatabase(Database):
     def _journal(self, raw: sqlite3.Connection) -> Journal:
         """WAL where it is safe and works; else the rollback journal, with the reason.
         WAL is the file's own persistent state: a WAL board costs one pragma here."""
-        mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+        try:
+            mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if not leave_unreadable_wal(raw, exc, self.file):
+                raise
+            return Journal(ROLLBACK, "SQLite cannot keep the write-ahead log on this "
+                                     "filesystem (no shared memory); the board left it")
         remote = network_fs(str(self.file.parent), self.mount_table)
         if mode == WAL and remote is None:
             return Journal(WAL)

@@ -76,6 +76,7 @@ def skills_prompt(skills: Sequence[Skill]) -> str:
     """The card's skills by name and description, sent as the first user message: the
     system prompt stays the same for every card, so providers can cache it."""
     lines = [f"- {s.name}: {s.description}" + (f" (tags: {', '.join(s.tags)})" if s.tags else "")
+             + (" [written by an agent]" if s.written_by is not None else "")
              for s in skills]
     return ("Skills for this card. Before you do the part of the work a skill covers, read "
             "it with skill_view(name) and follow it.\n" + "\n".join(lines))

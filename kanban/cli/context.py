@@ -61,7 +61,22 @@ def open_kanban(ctx: click.Context) -> Kanban:
         db = open_database(location_of(ctx))
         ctx.find_root().call_on_close(db.dispose)
         state.kanban = Kanban(db)
+        _refuse_second_host(state.kanban)
     return state.kanban
+
+
+def _refuse_second_host(kb: Kanban) -> None:
+    """A board on a network filesystem is used from one host only (see kanban.control)."""
+    if getattr(getattr(kb.db, "journal", None), "network_fs", None) is None:
+        return  # nearly every board: nothing more to import or read
+    import socket
+
+    from kanban.control import shared_network_board
+    from kanban.state.errors import DatabaseError
+
+    refused = shared_network_board(kb.db, socket.gethostname(), kb.clock())
+    if refused is not None:
+        raise DatabaseError(refused)
 
 
 def config_path(ctx: click.Context) -> str:

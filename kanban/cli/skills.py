@@ -52,11 +52,12 @@ def skills(ctx: click.Context, words: tuple[str, ...], dry_run: bool, as_json: b
 
 
 def _curate(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
-    from kanban.skill_curator import curate
+    from kanban.skill_curator import curate, named_by_profiles
 
     kb = open_kanban(ctx)
-    done = curate(kb.db, location_of(ctx).home, config_of(ctx).skills, kb.clock(),
-                  dry_run=dry_run)
+    config = config_of(ctx)
+    done = curate(kb.db, location_of(ctx).home, config.skills, kb.clock(),
+                  dry_run=dry_run, named=named_by_profiles(config))
     if as_json:
         output.print_json({"dry_run": dry_run, "moves": [m.to_json() for m in done.moves],
                            "backup": str(done.backup) if done.backup else None})
@@ -81,7 +82,12 @@ def _decide(ctx: click.Context, action: str, name: str) -> None:
         source = restore(kb.db, location_of(ctx).home, name, kb.clock())
         output.out(f"restored {name} from {source}")
         return
+    from kanban.skills import load_catalog
+
+    known = name in load_catalog(location_of(ctx).home).skills
     with kb.db.write() as conn:
+        if not known and skill_usage.of(conn, name).state != "archived":
+            raise ValidationError(f"no skill named {name!r} (see `kanban skills`)")
         skill_usage.set_state(conn, name, pinned=action == "pin", now=kb.clock())
     output.out(f"{action}ned {name}")
 

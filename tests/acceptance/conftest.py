@@ -39,8 +39,12 @@ class BoardFiles:
 
 
 @pytest.fixture
-def board(tmp_path: Path) -> Iterator[BoardFiles]:
-    db = open_database(DbLocation(str(tmp_path / "kanban.db"), "flag"), create=True)
+def board(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BoardFiles]:
+    """A new board; `parametrize("board", ["rollback"], indirect=True)` makes it keep the
+    rollback journal (as on a network filesystem), like `kanban init --journal rollback`."""
+    journal = getattr(request, "param", "auto")
+    db = open_database(DbLocation(str(tmp_path / "kanban.db"), "flag"), create=True,
+                       journal=journal)
     kb = Kanban(db)
     kb.ensure_board("default")
     try:

@@ -86,6 +86,8 @@ def test_a_skill_written_on_one_card_is_followed_on_the_next(board: BoardFiles) 
     assert "DAMSON" in text and "QUINCE" not in text
     assert re.search(rf"written_by:\n  card: {first}\n  profile: writer\n  model: "
                      r"openai:test-model", text), text
+    assert re.search(r"^written_at: '?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", text, re.M), text
+    assert re.search(rf"patched_by:\n  card: {first}\n  profile: writer\n", text), text
     assert "QUINCE" in (folder / ".versions" / "SKILL.1.md").read_text()  # the old version
     assert stat.S_IMODE((folder / "checklist.md").stat().st_mode) & 0o111 == 0
     assert sorted(p.name for p in (board.home / "agent-skills").iterdir()) == ["weekly-triage"]

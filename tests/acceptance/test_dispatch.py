@@ -44,8 +44,11 @@ def test_200_cards_two_dispatchers_each_done_once_in_dependency_order(
     assert query(board.path, "PRAGMA integrity_check") == [("ok",)]
 
 
+@pytest.mark.parametrize("board", ["auto", "rollback"], indirect=True)
 def test_chaos_killed_workers_and_dispatcher_lose_nothing(board: BoardFiles,
                                                           tmp_path: Path) -> None:
+    """Workers and a dispatcher SIGKILLed mid-run; with WAL and with the rollback journal."""
+    journal = "delete" if board.kb.db.journal_warning() else "wal"
     spec = board.script("slow", slow_steps(0.25, heartbeats=3))
     board.configure(f'[limits]\nlease_s = 1.0\n[profiles.default]\nmodel = "{spec}"\n'
                     "max_attempts = 5\n")
@@ -82,6 +85,7 @@ def test_chaos_killed_workers_and_dispatcher_lose_nothing(board: BoardFiles,
     _assert_one_live_worker_per_card(board.path)
     _assert_no_stale_writes(board.path)
     assert query(board.path, "PRAGMA integrity_check") == [("ok",)]
+    assert query(board.path, "PRAGMA journal_mode") == [(journal,)]  # kept all along
 
 
 def _a_live_worker(db: Path) -> int | None:

@@ -46,8 +46,10 @@ def increment_counter(path: str, gate: str, index: int, times: int) -> int:
         db.dispose()
 
 
-def claim_until_empty(path: str, gate: str, index: int) -> list[int]:
-    """Claim two at a time until no ready card is left; returns the card ids taken."""
+def claim_until_empty(path: str, gate: str, index: int, pause_s: float = 0.0) -> list[int]:
+    """Claim two at a time until no ready card is left; returns the card ids taken.
+    `pause_s` between claims lets the others in (a rollback-journal lock goes to whoever
+    asks again first, so one process could take every card and nothing would race)."""
     db = open_database(DbLocation(path, "flag"))
     try:
         kb = Kanban(db)
@@ -55,6 +57,8 @@ def claim_until_empty(path: str, gate: str, index: int) -> list[int]:
         claimed: list[int] = []
         while batch := kb.claim(2, lease_s=30, host=f"proc-{index}"):
             claimed += [c.card_id for c in batch]
+            if pause_s:
+                time.sleep(pause_s)
         return claimed
     finally:
         db.dispose()

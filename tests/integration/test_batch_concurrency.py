@@ -37,12 +37,16 @@ def pool() -> Iterator[ProcessPoolExecutor]:
         yield ex
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["sqlite", "sqlite-rollback",
+                        pytest.param("postgres", marks=pytest.mark.postgres)])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Database]]:
-    """(KANBAN_DB value, an open database) on each store, with the default board."""
-    if request.param == "sqlite":
+    """(KANBAN_DB value, an open database) on each store, with the default board; SQLite
+    also with the rollback journal (a board on a network filesystem, issue 33)."""
+    if request.param.startswith("sqlite"):
         path = str(tmp_path / "kanban.db")
-        db = open_sqlite(Path(path))
+        db = open_sqlite(Path(path), journal="auto" if request.param == "sqlite"
+                         else "rollback")
+        assert (db.journal_warning() is None) == (request.param == "sqlite")
     else:
         path = request.getfixturevalue("pg_url")
         db = open_postgres(path)

@@ -4,6 +4,7 @@ hand-written skills stay; a dry run changes nothing; an archived skill comes bac
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tarfile
@@ -123,10 +124,13 @@ def test_kanban_skills_curate_dry_run_changes_nothing(kb: Kanban, tmp_path: Path
     assert done.stdout.startswith("marked old archived") and "backup:" in done.stderr
     assert "old (agent): archived" in kanban(db, "skills").stdout
     assert kanban(db, "skills", "restore", "old").stdout == "restored old from the archive\n"
-    for bad_args in (("pin", "../x"), ("pin",), ("old", "--dry-run"), ("a", "b")):
+    for bad_args in (("pin", "../x"), ("pin",), ("old", "--dry-run"), ("a", "b"),
+                     ("pin", "nosuch"), ("unpin", "nosuch")):
         bad = kanban(db, "skills", *bad_args, check=False)
         assert bad.returncode == 1 and bad.stderr.startswith("kanban: error: "), bad_args
         assert bad.stderr.count("\n") == 1, bad.stderr
+    assert kanban(db, "skills", "pin", "old").stdout == "pinned old\n"
+    assert "old (agent): old steps — pinned, " in kanban(db, "skills").stdout
 
 
 def test_the_dispatcher_runs_the_curator_on_its_slow_tick(kb: Kanban, tmp_path: Path) -> None:
@@ -136,3 +140,38 @@ def test_the_dispatcher_runs_the_curator_on_its_slow_tick(kb: Kanban, tmp_path: 
     kanban(tmp_path / "kanban.db", "dispatch", "--once")
     assert (tmp_path / "agent-skills" / ".archive" / "old" / "SKILL.md").is_file()
     assert len(list((tmp_path / "skill-backups").glob("agent-skills-*.tar.gz"))) == 1
+
+
+def test_a_skill_a_profile_a_waiting_card_or_a_cron_job_names_is_kept(
+        kb: Kanban, tmp_path: Path) -> None:
+    """Archived, such a skill would fail the next card given it (an unknown skill fails a
+    card at once): a quarterly job's skill is not 'unused' between its runs."""
+    from kanban.cards import NewCard
+    from kanban.skill_curator import named_by_profiles
+    from kanban.state.config_file import load_config
+
+    for name in ("profiled", "carded", "cronned", "plain"):
+        agent_writes(tmp_path, kb, name, T0)
+    (tmp_path / "config.toml").write_text('[profiles.quarterly]\nmodel = "scripted:x"\n'
+                                          'skills = ["profiled"]\n')
+    kb.ensure_board("default")
+    kb.add_card(NewCard("next quarter's report", skills=("carded",)))
+    finished = kb.add_card(NewCard("last quarter's report", skills=("plain",))).id
+    kanban(tmp_path / "kanban.db", "cancel", str(finished))  # a finished card keeps nothing
+    kanban(tmp_path / "kanban.db", "cron", "add", "quarterly", "-s", "0 9 1 */3 *",
+           "--goal", "the report", "--skill", "cronned")
+    named = named_by_profiles(load_config(tmp_path / "config.toml"))
+    assert named == {"profiled"}
+    later = T0 + timedelta(days=400)
+    done = curate(kb.db, tmp_path, SETTINGS, later, named=named)
+    assert [(m.name, m.state) for m in done.moves] == [("plain", "archived")]
+    assert states(kb) == {"profiled": "active", "carded": "active", "cronned": "active",
+                          "plain": "archived"}
+    # From the command line, with the board's config: the same.
+    shutil.move(tmp_path / "agent-skills" / ".archive" / "plain", tmp_path / "agent-skills")
+    with kb.db.write() as conn:
+        skill_usage.set_state(conn, "plain", state="active", now=later)
+    os.utime(tmp_path / "agent-skills" / "plain" / "SKILL.md", (0, 0))
+    dry = kanban(tmp_path / "kanban.db", "skills", "curate", "--dry-run", "--json").stdout
+    assert json.loads(dry)["moves"] == [{"name": "plain", "state": "archived",
+                                         "idle_days": json.loads(dry)["moves"][0]["idle_days"]}]

@@ -43,3 +43,16 @@ def test_pin_and_state_are_kept_apart(db: Database) -> None:
             skill_usage.set_state(conn, "a", state="deleted", now=T0)
     with db.read() as conn:
         assert skill_usage.usage(conn)["a"].shown_state() == "stale"
+
+
+def test_skills_named_by_unfinished_cards_are_found(db: Database) -> None:
+    from kanban import cards
+    from kanban.cards import NewCard
+
+    with db.write() as conn:
+        cards.create_board(conn, "default", T0)
+        cards.add_card(conn, NewCard("waits", skills=("a", "b")), T0)
+        done = cards.add_card(conn, NewCard("over", skills=("c",)), T0).id
+        conn.execute("UPDATE card SET status = 'done' WHERE id = :id", {"id": done})
+    with db.read() as conn:
+        assert skill_usage.named_by_board(conn) == {"a", "b"}

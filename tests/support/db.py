@@ -51,9 +51,11 @@ class FakeClock:
         return self.now
 
 
-def open_sqlite(path: Path, *, synchronous: str = "NORMAL") -> Database:
+def open_sqlite(path: Path, *, synchronous: str = "NORMAL", journal: str = "auto"
+                ) -> Database:
     """A migrated kanban database in a (new) file, with the default board."""
-    db = open_database(DbLocation(str(path), "flag"), create=True, synchronous=synchronous)
+    db = open_database(DbLocation(str(path), "flag"), create=True, synchronous=synchronous,
+                       journal=journal)
     Kanban(db).ensure_board(DEFAULT_BOARD)
     return db
 
