@@ -124,7 +124,7 @@ def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Pa
             readable += program_places(server.command, server.args, os.environ.get("PATH"))
     _refuse_hidden(profile, [*readable, *granted], hidden)
     git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
-    wall = card_wall(workspace, git, branch,
+    wall = card_wall(workspace, git, branch, hidden=hidden,
                      scratch=checkout is not None and checkout.kind == SCRATCH)
     return SandboxPolicy(writable=(*wall.writable, *granted), hidden=hidden,
                          network=network is True, home=card_home,

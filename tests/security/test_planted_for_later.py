@@ -1,6 +1,8 @@
 """Attacks that plant something for later, where it runs with more rights than the card:
 code in the Python the worker itself runs on (a project's `.venv` inside a `dir:`
-workspace: the next `kanban` command or cold worker imports it, outside every sandbox).
+workspace: the next `kanban` command or cold worker imports it, outside every sandbox),
+and hooks or config in repositories nested in a `dir:` workspace (the user's next commit
+there runs them).
 
 Commands see that venv read-only (the sandbox binds the worker's interpreter); the file
 tools, which run in the worker, must hold the same wall.
@@ -19,6 +21,7 @@ from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
 from tests.acceptance.conftest import BoardFiles
 from tests.security.conftest import Attack, Call, Canaries, replayer
+from tests.security.test_git_attacks import evil_script, git, guarded, make_repository, sh
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.usefixtures("sandboxed")
@@ -101,5 +104,45 @@ def test_the_file_tools_cannot_plant_code_in_the_workers_own_venv(
     after = {p: p.read_bytes() for p in venv.rglob("*") if p.is_file()}
     assert after == before
     subprocess.run([str(venv / "bin" / "python"), "-c", "pass"], check=True, timeout=60)
+    assert not marker.exists()
+    attack.assert_contained()
+
+
+def test_repositories_nested_in_a_dir_workspace_keep_their_git_folders(
+        attack: Attack, tmp_path: Path) -> None:
+    """`dir:~/src` holding clones side by side: hooks and config planted in one of them
+    would run the next time the user commits there (as the top repository's would)."""
+    src = tmp_path / "src"
+    (src / "group").mkdir(parents=True)
+    repos = [src / "app", src / "group" / "tool"]
+    commons = []
+    for repo in repos:
+        repo.mkdir()
+        commons.append(make_repository(repo))
+    before = [guarded(common) for common in commons]
+    marker = attack.board.home / "nested-ran"  # the board's folder: hidden in the sandbox
+    attack.configure(PROFILE)
+    calls: list[Call] = [evil_script("evil.sh", marker), sh("chmod +x evil.sh")]
+    for name in ("app", "group/tool"):
+        calls += [sh(f"cp evil.sh {name}/.git/hooks/post-commit; echo hook=$?"),
+                  sh(f'git -C {name} config core.fsmonitor "$PWD/evil.sh"; echo config=$?'),
+                  sh(f"mv {name}/.git {name}/.git-old; echo moved=$?"),
+                  ("write_file", {"path": f"{name}/.git/hooks/post-checkout",
+                                  "content": "#!/bin/sh\n"}),
+                  ("write_file", {"path": f"{name}/work.txt", "content": "work\n"})]
+    card, seen = attack.run(calls, workspace=f"dir:{src}")
+    assert attack.card(card)[0] == "done", (attack.card(card), seen)
+    out = "".join(seen)
+    for name in ("hook", "config", "moved"):
+        assert f"{name}=0" not in out, f"{name}: {out}"
+    for repo, common, was in zip(repos, commons, before, strict=True):
+        assert (repo / "work.txt").read_text() == "work\n"  # the card's work is there
+        git("add", "-A", cwd=repo)
+        git("-c", "user.name=u", "-c", "user.email=u@u", "commit", "-qm", "user", cwd=repo)
+        git("status", cwd=repo)
+        after = guarded(common)
+        del after["refs/heads/main"], was["refs/heads/main"]  # the user's own commit
+        assert after == was
+        git("checkout", "-q", "-b", "other", cwd=repo)
     assert not marker.exists()
     attack.assert_contained()
