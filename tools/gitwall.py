@@ -13,6 +13,7 @@ from a file in the workspace.
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +26,8 @@ ADMIN_PROTECTED = ("gitdir", "commondir", "config.worktree")  # in a worktree's 
 # Repositories nested in a writable folder (clones side by side in `dir:~/src`) are found
 # this deep, looking at no more entries than this; their git folders stay read-only too.
 NESTED_DEPTH = 4
-NESTED_ENTRIES = 20_000
-NESTED_MAX = 64
+NESTED_ENTRIES = 50_000
+NESTED_MAX = 256
 NOT_SEARCHED = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox",
                           ".mypy_cache", ".cache", "target", "build", "dist"})
 
@@ -83,12 +84,14 @@ def protected_top(area: Path, hidden: tuple[Path, ...] = ()) -> Wall:
 def nested_git(area: Path, skip: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     """The `.git` folders and files of repositories below the top of `area` (a bounded
     walk that follows no symlink): a hook or config planted there runs the next time the
-    user runs git in that repository, outside every sandbox. `skip`: folders not entered."""
+    user runs git in that repository, outside every sandbox. Shallow folders first, so
+    decoys a card made deep down cannot use up the walk before the repositories near the
+    top are found. `skip`: folders not entered."""
     skipped = {os.path.realpath(p) for p in skip}
     found: list[Path] = []
-    stack, seen = [(area, 0)], 0
-    while stack and seen < NESTED_ENTRIES and len(found) < NESTED_MAX:
-        folder, depth = stack.pop()
+    queue, seen = deque([(area, 0)]), 0
+    while queue and seen < NESTED_ENTRIES and len(found) < NESTED_MAX:
+        folder, depth = queue.popleft()
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -103,7 +106,7 @@ def nested_git(area: Path, skip: tuple[Path, ...] = ()) -> tuple[Path, ...]:
                 elif entry.is_dir() and depth + 1 < NESTED_DEPTH \
                         and entry.name not in NOT_SEARCHED \
                         and os.path.realpath(entry.path) not in skipped:
-                    stack.append((Path(entry.path), depth + 1))
+                    queue.append((Path(entry.path), depth + 1))
             except OSError:
                 continue
     return tuple(sorted(found)[:NESTED_MAX])
