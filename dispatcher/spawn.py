@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import IO, Protocol
 
 from kanban.state.errors import KanbanError
-from kanban.worker.handoff import Handoffs
+from kanban.worker import handoff
 
 
 class SpawnError(KanbanError):
@@ -46,14 +47,19 @@ class ForkServerSpawner:
         self._replies: dict[int, int] = {}
         self._cond = threading.Condition()
         self._next_id = 0
-        self._handoffs = Handoffs()  # credentials reach workers past the forkserver
+        self._send = threading.Lock()  # a request's descriptor and its line go together
         self._closing = False
-        self._proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "kanban.worker.forkserver", db_target or "",
-             ",".join(providers)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, env=dict(base_env), start_new_session=True,
-        )
+        # credentials reach workers past the forkserver: pipes passed over this socket
+        self._handoff, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "kanban.worker.forkserver", db_target or "",
+                 ",".join(providers), str(theirs.fileno())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(base_env),
+                start_new_session=True, pass_fds=(theirs.fileno(),),
+            )
+        finally:
+            theirs.close()
         assert self._proc.stdout is not None
         ready = self._proc.stdout.readline()
         if not ready:
@@ -71,11 +77,9 @@ class ForkServerSpawner:
             if not isinstance(message, dict):
                 continue
             if "exit" in message:
-                self._handoffs.release(message["exit"])
                 self.exits.put((message["exit"], message["code"]))
                 self._wake.set()
             else:
-                self._handoffs.started(message["id"], message["pid"])
                 with self._cond:
                     self._replies[message["id"]] = message["pid"]
                     self._cond.notify_all()
@@ -98,23 +102,24 @@ class ForkServerSpawner:
         with self._cond:
             self._next_id += 1
             rid = self._next_id
-        env, handoff = self._handoffs.split(request.env)
-        self._handoffs.expect(rid, handoff)
+        env, credentials = handoff.split(request.env)
+        line = json.dumps({"id": rid, "env": env, "cwd": request.cwd, "log": request.log,
+                           "handoff": credentials is not None}) + "\n"
         try:
-            return self._request(rid, {"id": rid, "env": env, "cwd": request.cwd,
-                                       "log": request.log})
-        except BaseException:
-            self._handoffs.forget(rid)
-            raise
-
-    def _request(self, rid: int, request: dict[str, object]) -> int:
-        line = json.dumps(request) + "\n"
-        try:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write(line.encode())
-            self._proc.stdin.flush()
+            with self._send:
+                if credentials is not None:
+                    handoff.pass_on(self._handoff, credentials)
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(line.encode())
+                self._proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise SpawnError(f"the worker forkserver is gone: {exc}") from None
+        finally:
+            if credentials is not None:
+                os.close(credentials)  # the forkserver holds its own copy now
+        return self._reply(rid)
+
+    def _reply(self, rid: int) -> int:
         with self._cond:
             if not self._cond.wait_for(lambda: rid in self._replies or not self.alive, 10):
                 raise SpawnError("the worker forkserver did not answer")
@@ -139,7 +144,7 @@ class ForkServerSpawner:
         self._reader.join(timeout=2)
         if self._proc.stdout is not None:
             self._proc.stdout.close()
-        self._handoffs.close()
+        self._handoff.close()
 
 
 class SubprocessSpawner:

@@ -42,6 +42,16 @@ class NotAFile(KanbanError):
     """A directory, device, FIFO or socket where a regular file is needed; a missing one."""
 
 
+class ReadOnlyPlace(KanbanError):
+    """A write into a place the sandbox shows read-only (the worker's own Python, a
+    repository's git folder, a shell start-up file): code there runs outside the card."""
+
+
+READ_ONLY_WHY = ("read-only for cards (the worker's own Python and venv, a repository's "
+                 "git folder, shell start-up files and the profile's sandbox_read run or are "
+                 "read outside the sandbox); refused")
+
+
 class GitInternals(KanbanError):
     """A write into a `.git` folder or onto a `.git` file: git's own (hooks, config, info,
     a `gitdir:` pointer), never the file tools'."""
@@ -107,6 +117,7 @@ class Found:
     info: os.stat_result | None
     fd: int | None  # an O_PATH descriptor of the entry itself, when it exists
     _fds: list[int] = field(default_factory=list)
+    read_only: bool = False  # the entry is, or lies in, one of the wall's read-only places
 
     @property
     def shown(self) -> str:
@@ -135,28 +146,40 @@ class Wall:
 
     root: Path
     hidden: tuple[Path, ...] = ()
+    # Read, never written: what the sandbox binds read-only inside writable folders (a
+    # repository's git folder, shell start-up files, the worker's own Python and venv)
+    readonly: tuple[Path, ...] = ()
 
     def hidden_ids(self) -> frozenset[tuple[int, int]]:
-        ids = set()
-        for path in self.hidden:
-            try:
-                info = os.stat(path)
-            except OSError:
-                continue  # not there: nothing to hide
-            ids.add((info.st_dev, info.st_ino))
-        return frozenset(ids)
+        return _ids(self.hidden)
+
+    def readonly_ids(self) -> frozenset[tuple[int, int]]:
+        return _ids(self.readonly)
 
     def resolve(self, name: str, *, make_folders: bool = False) -> Found:
         """Walk `name` from the workspace. The last component need not exist; with
         `make_folders`, missing folders before it are made. OutsideWorkspace or NotAFile."""
         parts = _checked(name)
         root = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        walk = _Walk(root, str(self.root.resolve()), self.hidden_ids(), name, make_folders)
+        walk = _Walk(root, str(self.root.resolve()), self.hidden_ids(), name, make_folders,
+                     self.readonly_ids())
         try:
             return walk.run(parts)
         except BaseException:
             walk.close()
             raise
+
+
+def _ids(paths: tuple[Path, ...]) -> frozenset[tuple[int, int]]:
+    """(st_dev, st_ino) of each path that exists (following a symlink: what it names)."""
+    ids = set()
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # not there: nothing to guard
+        ids.add((info.st_dev, info.st_ino))
+    return frozenset(ids)
 
 
 def real_folder(root: Path, parts: list[str], mode: int = 0o700) -> int:
@@ -209,8 +232,10 @@ class _Walk:
     """One resolution: a stack of open folders below the workspace's descriptor."""
 
     def __init__(self, root: int, real_root: str, hidden: frozenset[tuple[int, int]],
-                 name: str, make_folders: bool) -> None:
+                 name: str, make_folders: bool,
+                 readonly: frozenset[tuple[int, int]] = frozenset()) -> None:
         self.root, self.real_root, self.hidden = root, real_root, hidden
+        self.readonly = readonly
         self.name, self.make_folders = name, make_folders
         self.stack: list[tuple[int, str]] = []  # (descriptor, name) of each folder below root
         self.links = 0
@@ -268,6 +293,8 @@ class _Walk:
         if in_git((*(n for _, n in self.stack), part)):
             raise GitInternals(f"{self.name}: the file tools do not write inside .git; "
                                "refused")
+        if self._in_read_only():
+            raise ReadOnlyPlace(f"{self.name}: {READ_ONLY_WHY}")
         try:
             os.mkdir(part, 0o777, dir_fd=self.here)
         except FileExistsError:
@@ -278,6 +305,13 @@ class _Walk:
             return step(self.here, part)
         except OSError as exc:
             raise NotAFile(f"{self.name}: {exc.strerror}") from None
+
+    def _in_read_only(self, info: os.stat_result | None = None) -> bool:
+        """Is the entry (`info`) or a folder walked through to it a read-only place?"""
+        if not self.readonly:
+            return False
+        infos = [os.fstat(fd) for fd, _ in self.stack] + ([info] if info is not None else [])
+        return any((i.st_dev, i.st_ino) in self.readonly for i in infos)
 
     def _link(self, part: str) -> list[str]:
         """The components a symlink stands for; an absolute one only when it points into the
@@ -311,13 +345,15 @@ class _Walk:
     def _found(self, part: str, info: os.stat_result | None, fd: int | None) -> Found:
         """Hand the parent's and the entry's descriptors to a Found; close the rest."""
         names = (*(n for _, n in self.stack), part)
+        read_only = self._in_read_only(info)
         parent = self.here
         for held, _ in self.stack[:-1]:
             os.close(held)
         if self.stack:
             os.close(self.root)
         self.stack = []
-        return Found(parent, part, names, info, fd, [parent] + ([fd] if fd is not None else []))
+        return Found(parent, part, names, info, fd, [parent] + ([fd] if fd is not None else []),
+                     read_only)
 
     def close(self) -> None:
         for held, _ in self.stack:

@@ -15,17 +15,19 @@ from typing import BinaryIO
 
 from kanban.state.beneath import (
     MAX_PATH,
+    READ_ONLY_WHY,
     Found,
     GitInternals,
     NotAFile,
     OutsideWorkspace,
+    ReadOnlyPlace,
     Wall,
     step,
 )
 
 __all__ = ["MAX_PATH", "Entry", "Found", "GitInternals", "NotAFile", "OutsideWorkspace",
-           "Wall", "as_text", "entries", "read_at", "read_bytes", "regular", "write_from",
-           "write_text"]
+           "ReadOnlyPlace", "Wall", "as_text", "entries", "read_at", "read_bytes", "regular",
+           "write_from", "write_text"]
 
 MAX_DEPTH = 64  # listing and searching go no deeper
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO swapped
@@ -101,6 +103,8 @@ def write_from(found: Found, name: str, source: BinaryIO) -> None:
     if found.in_git:
         raise GitInternals(f"{name}: the file tools do not write inside .git (hooks, config "
                            "and refs are git's own); refused")
+    if found.read_only:
+        raise ReadOnlyPlace(f"{name}: {READ_ONLY_WHY}")
     mode = regular(found, name).st_mode & 0o777 if found.info is not None else None
     temp = f".{found.name[:200]}.kanban-tmp-{secrets.token_hex(4)}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,

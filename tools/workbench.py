@@ -90,6 +90,9 @@ class Workbench:
     # Folders no tool may reach (the board's: kanban.worker.sandboxing.hidden_folders, the
     # same list the sandbox hides from commands)
     hidden: tuple[Path, ...] = ()
+    # Places the file tools read but never write: what the sandbox shows commands read-only
+    # (kanban.worker.sandboxing.RunnerChoice.readonly)
+    readonly: tuple[Path, ...] = ()
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _private: Path | None = None  # where commands' outputs are written first
 
@@ -108,7 +111,7 @@ class Workbench:
 
     def wall(self) -> Wall:
         """The workspace as the file tools reach it: race-free, the hidden folders refused."""
-        return Wall(self.workspace, self.hidden)
+        return Wall(self.workspace, self.hidden, self.readonly)
 
     def output_path(self, kind: str) -> Path:
         """A fresh file for a command's output, in a folder of the worker's own outside the

@@ -45,6 +45,7 @@ from kanban.worker.redact import redact, secrets_in
 from kanban.worker.resume import resumed_run, stored_conversation
 from kanban.worker.runtime import AgentRuntime, build_runtime, key_values
 from kanban.worker.sandboxing import (
+    RunnerChoice,
     card_home_dir,
     card_network,
     choose_runner,
@@ -143,17 +144,17 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
             max_turns=plan.max_turns, spent_cost=plan.limits.spent_cost,
             workspace=workspace.path, hook_context=_hook_context(card, wenv))
         network = retrying(scope, lambda: card_network(scope.kb, card, plan.profile, config))
-        runner = _command_runner(scope, card, config, plan, setting, workspace, network)
+        choice = _command_runner(scope, card, config, plan, setting, workspace, network)
     except (FatalModelError, ConfigError, ValidationError) as exc:
         # credentials, an unknown model, profile or toolset, a skill that no longer
         # exists, a workspace that cannot be resolved
         message = redact(exc.message, secrets)
         return lambda: fail(scope, message)
     bench = tools.workbench(card, plan.profile, config, scope=scope, workspace=workspace,
-                            env=env, runner=runner, started=setting.started,
-                            home=setting.home, network=network)
+                            env=env, runner=choice.runner, started=setting.started,
+                            home=setting.home, network=network, readonly=choice.readonly)
     if workspace.kind == WORKTREE:
-        scope.on_complete = _worktree_note(workspace, card.id, card.title, runner)
+        scope.on_complete = _worktree_note(workspace, card.id, card.title, choice.runner)
     gates.arm(scope, card, bench)
     lead = orchestrator_scope(scope, card, plan, config, setting.home)
     try:
@@ -192,9 +193,10 @@ def _say_start(card: CardRecord, parts: Parts, restored: list[Message] | None) -
 
 
 def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: WorkerPlan,
-                    setting: Setting, workspace: Workspace, network: Network) -> Runner:
-    """The sandbox (or the plain runner) for the card's commands and MCP servers, said in
-    the worker's log and, for cards that run commands, in the run's events."""
+                    setting: Setting, workspace: Workspace, network: Network) -> RunnerChoice:
+    """The sandbox (or the plain runner) for the card's commands and MCP servers, with what
+    the file tools must leave alone, said in the worker's log and, for cards that run
+    commands, in the run's events."""
     servers = [config.mcp[t[4:]] for t in plan.toolsets
                if t.startswith("mcp:") and t[4:] in config.mcp]
     own_home = card_home_dir(setting.home, card.board, card.id) \
@@ -208,7 +210,7 @@ def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: 
             conn, board=scope.board, card_id=scope.card_id, run_id=scope.run_id,
             kind="sandbox", actor=scope.actor.name, at=scope.kb.clock(),
             runner=choice.runner.name, note=choice.note))
-    return choice.runner
+    return choice
 
 
 def _resolve(scope: WorkerScope, card: CardRecord, config: Config, home: Path) -> Workspace:

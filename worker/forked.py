@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import signal
+import socket
 import sys
 import traceback
 from contextlib import suppress
@@ -15,6 +16,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kanban.tools.procctl import undumpable
+from kanban.worker.handoff import HANDOFF_FD
 
 if TYPE_CHECKING:
     from kanban.records import CardRecord
@@ -126,15 +128,28 @@ def _same_file(db: Database, opened: tuple[int, int]) -> bool:
 
 
 def _read_request(fd: int) -> dict[str, Any] | None:
-    """The one request the server writes to a spare's pipe, or None at EOF without one."""
-    chunks = []
-    while chunk := os.read(fd, 65536):
-        chunks.append(chunk)
-        if chunk.endswith(b"\n"):
-            break
-    os.close(fd)
+    """The one request the server writes to a spare's socket (with the descriptor of the
+    worker's credential pipe, when it has one), or None at EOF without one."""
+    chunks: list[bytes] = []
+    passed: list[int] = []
+    with socket.socket(fileno=fd) as channel:
+        while True:
+            chunk, fds, _flags, _address = socket.recv_fds(channel, 65536, 1)
+            passed += fds
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if chunk.endswith(b"\n"):
+                break
     data = b"".join(chunks)
-    return json.loads(data) if data.strip() else None
+    if not data.strip():
+        for extra in passed:
+            os.close(extra)
+        return None
+    request: dict[str, Any] = json.loads(data)
+    if passed:
+        request["env"][HANDOFF_FD] = str(passed[0])
+    return request
 
 
 def _run_request(request: dict[str, Any], db: Database | None) -> int:

@@ -17,6 +17,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from kanban.tools.procctl import become_subreaper, kill_adopted, undumpable
+from kanban.worker import handoff
 from kanban.worker.forked import run_child, run_spare
 
 if TYPE_CHECKING:
@@ -70,16 +72,17 @@ class DispatcherGone(Exception):
 
 class ForkServer:
     def __init__(self, stdin_fd: int, out_fd: int, db: Database | None, *,
-                 spares: bool = True) -> None:
+                 spares: bool = True, handoffs: socket.socket | None = None) -> None:
         self.db = db
         self.stdin_fd = stdin_fd
         self.out_fd = out_fd
+        self.handoffs = handoffs  # the dispatcher passes each worker's credential pipe here
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
         self.buffer = b""
         self.spares = spares
-        self.spare: tuple[int, int] | None = None  # (pid, write end of its request pipe)
+        self.spare: tuple[int, socket.socket] | None = None  # (pid, its request socket)
         self.spare_pids: set[int] = set()  # spares not handed a request (yet)
         self.spare_due: float | None = None  # when to fork the next spare
         self.workers: set[int] = set()  # every child we forked and have not reaped
@@ -142,10 +145,17 @@ class ForkServer:
         return True
 
     def _spawn(self, line: bytes) -> None:
-        pid = self._hand_to_spare(line)  # as it came: the spare parses it itself
         request = json.loads(line)
-        if pid is None:
-            pid = self._fork(lambda: run_child(request, self._held(), self.db))
+        credentials = self._credentials(request)
+        try:
+            pid = self._hand_to_spare(line, credentials)  # the spare parses it itself
+            if pid is None:
+                if credentials is not None:
+                    request["env"][handoff.HANDOFF_FD] = str(credentials)
+                pid = self._fork(lambda: run_child(request, self._held(), self.db))
+        finally:
+            if credentials is not None:
+                os.close(credentials)  # the worker has its own copy
         self.send({"id": request["id"], "pid": pid})
         # Off the dispatch path now: what the next worker would do itself after its fork.
         from kanban.worker.warm import remember_config
@@ -155,10 +165,18 @@ class ForkServer:
         # it starts on (2 cores: the worker, the dispatcher and this fork all at once).
         self.spare_due = time.monotonic() + SPARE_DELAY_S
 
+    def _credentials(self, request: dict[str, Any]) -> int | None:
+        """The credential pipe the dispatcher passed ahead of this request, never read here."""
+        if not request.get("handoff") or self.handoffs is None:
+            return None
+        return handoff.take(self.handoffs)
+
     def _held(self) -> list[int]:
         """Descriptors of ours that no child may keep."""
         fds = [self.stdin_fd, self.out_fd, self.wake_r, self.wake_w]
-        return fds if self.spare is None else [*fds, self.spare[1]]
+        if self.handoffs is not None:
+            fds.append(self.handoffs.fileno())
+        return fds if self.spare is None else [*fds, self.spare[1].fileno()]
 
     def _fork(self, child: Callable[[], None]) -> int:
         sys.stdout.flush()
@@ -169,20 +187,23 @@ class ForkServer:
         self.workers.add(pid)
         return pid
 
-    def _hand_to_spare(self, line: bytes) -> int | None:
-        """The spare's pid once it has the request line; None without a (living) spare."""
+    def _hand_to_spare(self, line: bytes, credentials: int | None) -> int | None:
+        """The spare's pid once it has the request line (and the credential pipe); None
+        without a (living) spare."""
         if self.spare is None:
             return None
-        pid, fd = self.spare
+        pid, channel = self.spare
         self.spare = None
         try:
             data = line + b"\n"
-            while data:  # a full pipe blocks only until the spare reads it
-                data = data[os.write(fd, data):]
+            if credentials is not None:
+                handoff.pass_on(channel, credentials, data)
+            else:
+                channel.sendall(data)  # a full buffer blocks only until the spare reads it
         except OSError:  # it died waiting (killed by hand, the OOM killer): fork anew
             return None
         finally:
-            os.close(fd)
+            channel.close()
         self.spare_pids.discard(pid)
         return pid
 
@@ -190,11 +211,11 @@ class ForkServer:
         if self.spare is not None or not self.spares:
             return
         self.spare_due = None
-        read, write = os.pipe()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         held = self._held()
-        pid = self._fork(lambda: run_spare(read, [*held, write], self.db))
-        os.close(read)
-        self.spare = (pid, write)
+        pid = self._fork(lambda: run_spare(theirs.fileno(), [*held, mine.fileno()], self.db))
+        theirs.close()
+        self.spare = (pid, mine)
         self.spare_pids.add(pid)
 
     def _reap(self) -> bool:
@@ -213,7 +234,7 @@ class ForkServer:
             if pid in self.spare_pids:  # a spare that never ran a card: nobody knows it
                 self.spare_pids.discard(pid)
                 if self.spare is not None and self.spare[0] == pid:
-                    os.close(self.spare[1])
+                    self.spare[1].close()
                     self.spare = None
                 continue
             self.send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
@@ -228,7 +249,7 @@ class ForkServer:
     def close_spare(self) -> None:
         """At shutdown: the spare reads EOF and leaves."""
         if self.spare is not None:
-            os.close(self.spare[1])
+            self.spare[1].close()
             self.spare = None
 
 
@@ -240,11 +261,12 @@ def main() -> None:
     become_subreaper()
     args = sys.argv[1:]
     providers = args[1].split(",") if len(args) > 1 and args[1] else []
+    handoffs = socket.socket(fileno=int(args[2])) if len(args) > 2 and args[2] else None
     db = preload(args[0] if args and args[0] else None, providers)
     gc.collect()
     gc.freeze()  # keep forked workers from copying pages the collector would touch
     with suppress(DispatcherGone):
-        ForkServer(0, out_fd, db).serve()
+        ForkServer(0, out_fd, db, handoffs=handoffs).serve()
 
 
 if __name__ == "__main__":

@@ -1,92 +1,65 @@
-"""Credentials handed to a forked worker past the forkserver, which never holds one.
+"""Credentials handed to a forked worker past the forkserver, which never reads them.
 
-The dispatcher writes a worker's credentials into a pipe of its own and names the pipe's
-read end (`/proc/<dispatcher>/fd/<n>`) in the spawn request; the worker opens it, reads
-them once (a pipe's data is gone when read) and the dispatcher closes its end when the
-worker exits.
+The dispatcher writes a worker's credentials into a fresh pipe and passes the pipe's read
+end with the spawn request over a Unix socket (SCM_RIGHTS); the forkserver hands that
+descriptor to the worker it forks (or to the spare that takes the request) and closes its
+own copy; the worker reads the pipe once and closes it. No process opens another's
+`/proc/PID/fd`: the dispatcher and the forkserver are non-dumpable, so a worker of an
+ordinary user could not (only root could, which hid this from a suite run as root).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import threading
+import socket
 from collections.abc import Mapping
+from contextlib import suppress
 
 from kanban.tools.workbench import is_credential
 
-HANDOFF_VAR = "KANBAN_CREDENTIALS_FROM"
+HANDOFF_FD = "KANBAN_CREDENTIALS_FD"  # the descriptor number, in the worker's environment
 PIPE_LIMIT = 60_000  # below a pipe's buffer: writing never blocks the dispatcher
 
 
-class Handoffs:
-    """The read ends the dispatcher holds: by spawn request until the worker's pid is known,
-    then by pid until that worker exits."""
+def split(env: Mapping[str, str]) -> tuple[dict[str, str], int | None]:
+    """The environment without credentials, and the read end of a pipe holding them; the
+    environment as it is when it holds none (or too many to hand off)."""
+    secret = {k: v for k, v in env.items() if is_credential(k)}
+    payload = json.dumps(secret).encode()
+    if not secret or len(payload) > PIPE_LIMIT:
+        return dict(env), None
+    read, write = os.pipe()
+    try:
+        os.write(write, payload)
+    finally:
+        os.close(write)
+    return {k: v for k, v in env.items() if k not in secret}, read
 
-    def __init__(self) -> None:
-        self._requested: dict[int, int] = {}  # spawn request id -> read end
-        self._running: dict[int, int] = {}  # worker pid -> read end
-        self._lock = threading.Lock()
 
-    def split(self, env: Mapping[str, str]) -> tuple[dict[str, str], int | None]:
-        """The environment without credentials (naming the pipe holding them) and the pipe's
-        read end; the environment as it is when it holds none (or too many to hand off)."""
-        secret = {k: v for k, v in env.items() if is_credential(k)}
-        payload = json.dumps(secret).encode()
-        if not secret or len(payload) > PIPE_LIMIT:
-            return dict(env), None
-        read, write = os.pipe()
-        try:
-            os.write(write, payload)
-        finally:
-            os.close(write)
-        public = {k: v for k, v in env.items() if k not in secret}
-        public[HANDOFF_VAR] = f"/proc/{os.getpid()}/fd/{read}"
-        return public, read
+def pass_on(channel: socket.socket, fd: int, data: bytes = b"\0") -> None:
+    """Send `data` with a duplicate of `fd` attached (the caller keeps and closes `fd`)."""
+    sent = socket.send_fds(channel, [data], [fd])
+    if sent < len(data):
+        channel.sendall(data[sent:])
 
-    def expect(self, request_id: int, read: int | None) -> None:
-        if read is not None:
-            with self._lock:
-                self._requested[request_id] = read
 
-    def started(self, request_id: int, pid: int) -> None:
-        """The forkserver answered (always before it reports that worker's exit)."""
-        with self._lock:
-            read = self._requested.pop(request_id, None)
-            if read is not None:
-                self._running[pid] = read
-
-    def forget(self, request_id: int) -> None:
-        """The request failed: no worker will read."""
-        with self._lock:
-            read = self._requested.pop(request_id, None)
-        if read is not None:
-            os.close(read)
-
-    def release(self, pid: int) -> None:
-        with self._lock:
-            read = self._running.pop(pid, None)
-        if read is not None:
-            os.close(read)
-
-    def close(self) -> None:
-        with self._lock:
-            reads = [*self._requested.values(), *self._running.values()]
-            self._requested, self._running = {}, {}
-        for read in reads:
-            os.close(read)
+def take(channel: socket.socket) -> int | None:
+    """The descriptor the other end passed with its one-byte message; None at EOF."""
+    _data, fds, _flags, _address = socket.recv_fds(channel, 1, 1)
+    for extra in fds[1:]:
+        os.close(extra)
+    return fds[0] if fds else None
 
 
 def receive(env: dict[str, str]) -> None:
     """In the worker: put the handed-off credentials into `env` (a no-op without any)."""
-    source = env.pop(HANDOFF_VAR, None)
-    if not source:
+    number = env.pop(HANDOFF_FD, None)
+    if not number or not number.isdigit():
         return
+    fd = int(number)
     try:
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return  # the dispatcher is gone: the worker fails on missing credentials, clearly
-    try:
+        os.set_blocking(fd, False)
         chunks = []
         while True:
             try:
@@ -96,7 +69,11 @@ def receive(env: dict[str, str]) -> None:
             if not chunk:
                 break
             chunks.append(chunk)
+    except OSError:
+        return  # not a descriptor of ours: the worker fails on missing credentials, clearly
     finally:
-        os.close(fd)
+        with suppress(OSError):
+            os.close(fd)
     if chunks:
         env.update(json.loads(b"".join(chunks)))
+

@@ -55,6 +55,9 @@ def host_check() -> SandboxCheck:
 class RunnerChoice:
     runner: Runner
     note: str  # one line for the worker's log and the run's events
+    # What the file tools may read but never write (Workbench.readonly): what the sandbox
+    # binds read-only; without one, the worker's own Python (code there runs as the worker)
+    readonly: tuple[Path, ...] = ()
 
 
 def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace: Path,
@@ -82,18 +85,21 @@ def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace
                          checkout=checkout, card_home=card_home, servers=servers,
                          proxy=proxy)
     runner: Runner = BwrapRunner(policy, base)
+    readonly = (*policy.readonly, *policy.readable)
     if proxy is None:
-        return RunnerChoice(runner, f"sandbox: bwrap, network {'on' if network else 'off'}")
+        return RunnerChoice(runner, f"sandbox: bwrap, network {'on' if network else 'off'}",
+                            readonly)
     return RunnerChoice(ProxiedRunner(runner, proxy), "sandbox: bwrap, network only to "
-                        f"{_listed(network)} through the worker's proxy")
+                        f"{_listed(network)} through the worker's proxy", readonly)
 
 
 def _unsandboxed(base: Runner, proxy: NetProxy | None, note: str) -> RunnerChoice:
     if proxy is None:
-        return RunnerChoice(base, note)
+        return RunnerChoice(base, note, own_interpreter())
     return RunnerChoice(ProxiedRunner(base, proxy), f"{note}; the network list "
                         f"({_listed(proxy.hosts.patterns)}) is not enforced: commands are "
-                        "pointed at the worker's proxy but may connect directly")
+                        "pointed at the worker's proxy but may connect directly",
+                        own_interpreter())
 
 
 def _listed(patterns: Network) -> str:
@@ -118,7 +124,7 @@ def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Pa
             readable += program_places(server.command, server.args, os.environ.get("PATH"))
     _refuse_hidden(profile, [*readable, *granted], hidden)
     git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
-    wall = card_wall(workspace, git, branch,
+    wall = card_wall(workspace, git, branch, hidden=hidden,
                      scratch=checkout is not None and checkout.kind == SCRATCH)
     return SandboxPolicy(writable=(*wall.writable, *granted), hidden=hidden,
                          network=network is True, home=card_home,

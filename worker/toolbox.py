@@ -53,7 +53,7 @@ def approval_mode(card: CardRecord, profile: Profile, *, sandboxed: bool = True)
 def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: WorkerScope,
               workspace: Workspace, env: Mapping[str, str], runner: Runner,
               home: Path, started: float | None = None,
-              network: Network | None = None) -> Workbench:
+              network: Network | None = None, readonly: tuple[Path, ...] = ()) -> Workbench:
     timeout = card.timeout_s or profile.timeout_s
     search_var = config.web.search_key_env
     return Workbench(
@@ -64,7 +64,7 @@ def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: Work
         deadline=(started if started is not None else time.monotonic()) + timeout
         - DEADLINE_MARGIN_S,
         search_key=env.get(search_var) if search_var else None,
-        hidden=hidden_folders(home, workspace.path))
+        hidden=hidden_folders(home, workspace.path), readonly=readonly)
 
 
 def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,

@@ -5,6 +5,7 @@ out; input with C1 controls or bidi overrides is refused; and the smaller hostil
 from __future__ import annotations
 
 import os
+import pty
 import re
 import sqlite3
 import stat
@@ -94,3 +95,39 @@ def test_a_models_colour_codes_are_spelled_out_not_obeyed(board: BoardFiles) -> 
         out = kanban(board.path, *command, env={**os.environ, "COLUMNS": "300"}).stdout
         assert "\x1b" not in out, (command, out)
         assert "\\x1b[8mhidden" in out and "\\x1b[31mred" in out, (command, out)
+
+
+def on_a_terminal(board: BoardFiles, *args: str) -> bytes:
+    """What `kanban ARGS` writes to a colour terminal (a pseudo-terminal, TERM=xterm)."""
+    main, child = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "300"}
+    env.pop("NO_COLOR", None)
+    with subprocess.Popen([*KANBAN, "--db", str(board.path), *args], stdout=child,
+                          stderr=child, stdin=subprocess.DEVNULL, env=env) as proc:
+        os.close(child)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the terminal's other side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+    os.close(main)
+    return out
+
+
+def test_on_a_colour_terminal_only_the_clis_own_colours_pass(board: BoardFiles) -> None:
+    spec = board.script("painter", [{"text": HIDDEN}])
+    board.configure(f'[profiles.painter]\nmodel = "{spec}"\n')
+    card = board.add("paint the terminal", profile="painter")
+    kanban(board.path, "dispatch", "--once")
+    with sqlite3.connect(board.path) as conn:
+        conn.execute("UPDATE card SET title = ? WHERE id = ?", (HIDDEN, card))
+    for command in (("log", str(card)), ("show", str(card)), ("board",), ("list",)):
+        out = on_a_terminal(board, *command)
+        assert re.search(rb"\x1b\[[0-9;]+m", out), (command, out)  # colour was on
+        assert b"\x1b[8m" not in out and b"\x1b[31m" not in out, (command, out)
+        assert b"\\x1b[8mhidden" in out, (command, out)

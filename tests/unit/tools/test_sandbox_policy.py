@@ -107,6 +107,20 @@ def test_a_writable_checkout_keeps_its_git_folder_and_shell_start_up_files(
     assert card_wall(tmp_path, scratch=True) == Wall((tmp_path,), ())
 
 
+def test_repositories_nested_in_a_writable_folder_keep_their_git_folders(
+        tmp_path: Path) -> None:
+    for nested in ("a/.git", "b/c/.git", "d/e/f/.git", "g/h/i/j/.git", "node_modules/k/.git",
+                   "board/workspaces/1/.git"):
+        (tmp_path / nested).mkdir(parents=True)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
+    (tmp_path / "elsewhere").symlink_to(tmp_path / "a")  # links are not followed
+    wall = card_wall(tmp_path, hidden=(tmp_path / "board",))
+    assert wall.readonly == tuple(tmp_path / p for p in ("a/.git", "b/c/.git", "d/e/f/.git",
+                                                         "sub/.git"))
+    assert card_wall(tmp_path, scratch=True) == Wall((tmp_path,), ())
+
+
 def test_the_host_is_not_bound_only_the_system_without_its_secrets() -> None:
     argv = SandboxPolicy(writable=(Path("/w"),), system=MERGED).wrap(["true"], Path("/w"))
     assert ("--ro-bind", "/") not in mounts(argv) and "/" not in argv[:argv.index("--")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kanban.state import beneath
-from kanban.state.beneath import GitInternals, NotAFile, OutsideWorkspace, Wall
+from kanban.state.beneath import GitInternals, NotAFile, OutsideWorkspace, ReadOnlyPlace, Wall
 from kanban.tools.confine import entries, read_bytes, write_text
 from tests.support.pg import skip_or_fail
 
@@ -97,6 +97,29 @@ def test_writes_inside_git_are_refused_reads_are_not(ws: Path) -> None:
     assert not any((ws / ".git" / "hooks").iterdir()) and not (ws / "sub" / ".git").exists()
     with wall.resolve(".git/config") as found:
         assert read_bytes(found, ".git/config", 100) == b"[core]\n"
+
+
+def test_writes_into_read_only_places_are_refused_however_reached(ws: Path) -> None:
+    """A venv and a start-up file the sandbox binds read-only: read, never written, also
+    through a symlink or a folder the walk would make."""
+    site = ws / ".venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "ours.pth").write_text("mine\n")
+    (ws / ".bashrc").write_text("# the user's\n")
+    (ws / "sp").symlink_to(".venv/lib/site-packages")
+    wall = Wall(ws, readonly=(ws / ".venv", ws / ".bashrc"))
+    for name in (".venv/lib/site-packages/evil.pth", ".venv/lib/site-packages/ours.pth",
+                 "sp/evil.pth", "sp/new/sitecustomize.py", ".venv/pyvenv.cfg", ".bashrc",
+                 "src/../.venv/x.py"):
+        with pytest.raises(ReadOnlyPlace), wall.resolve(name, make_folders=True) as found:
+            write_text(found, name, "import os\n", 100)
+    assert sorted(p.name for p in site.iterdir()) == ["ours.pth"]
+    assert (ws / ".bashrc").read_text() == "# the user's\n"
+    with wall.resolve("sp/ours.pth") as found:
+        assert read_bytes(found, "sp/ours.pth", 100) == b"mine\n"
+    with wall.resolve("src/b.txt", make_folders=True) as found:
+        write_text(found, "src/b.txt", "the card's\n", 100)
+    assert (ws / "src" / "b.txt").read_text() == "the card's\n"
 
 
 def test_a_folder_swapped_for_a_symlink_after_the_walk_changes_nothing_outside(
