@@ -53,14 +53,19 @@ class ForkServerSpawner:
         self._handoff, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "kanban.worker.forkserver", db_target or "",
+                [sys.executable, "-P", "-m", "kanban.worker.forkserver",
                  ",".join(providers), str(theirs.fileno())],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(base_env),
                 start_new_session=True, pass_fds=(theirs.fileno(),),
             )
         finally:
             theirs.close()
-        assert self._proc.stdout is not None
+        # The board's address goes on stdin, not the command line: a PostgreSQL URL may
+        # carry a password, and any user on the host can read a process's command line.
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        with suppress(OSError):  # it died at once: its missing line says so below
+            self._proc.stdin.write(json.dumps({"db": db_target or ""}).encode() + b"\n")
+            self._proc.stdin.flush()
         ready = self._proc.stdout.readline()
         if not ready:
             raise SpawnError("the worker forkserver failed to start (see stderr)")

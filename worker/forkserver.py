@@ -253,6 +253,18 @@ class ForkServer:
             self.spare = None
 
 
+def first_line(fd: int) -> dict[str, Any]:
+    """The dispatcher's first line on `fd` (the board's address, kept off the command line),
+    read a byte at a time so nothing after it is taken from the requests that follow."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            raise SystemExit(0)  # the dispatcher went away before it said where the board is
+        line += byte
+    return dict(json.loads(line))
+
+
 def main() -> None:
     # The protocol owns the original stdout; stray prints go to stderr instead.
     out_fd = os.dup(1)
@@ -260,9 +272,9 @@ def main() -> None:
     undumpable()
     become_subreaper()
     args = sys.argv[1:]
-    providers = args[1].split(",") if len(args) > 1 and args[1] else []
-    handoffs = socket.socket(fileno=int(args[2])) if len(args) > 2 and args[2] else None
-    db = preload(args[0] if args and args[0] else None, providers)
+    providers = args[0].split(",") if args and args[0] else []
+    handoffs = socket.socket(fileno=int(args[1])) if len(args) > 1 and args[1] else None
+    db = preload(first_line(0).get("db") or None, providers)
     gc.collect()
     gc.freeze()  # keep forked workers from copying pages the collector would touch
     with suppress(DispatcherGone):
