@@ -17,7 +17,7 @@ from kanban.service import Kanban
 from kanban.transitions import Actor
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, Reply, tool_reply, tool_results
-from tests.support.procs import kanban
+from tests.support.procs import kanban, query
 from tests.support.web import start_web
 
 DANGEROUS = "echo approved-run > proof.txt; git push --force origin main"
@@ -90,6 +90,10 @@ def test_the_inbox_lists_what_waits_and_its_commands_answer_it(board: BoardFiles
     assert card["status"] == "done", card
     # The approval round spent no attempt: one attempt of one, never `2/1`.
     assert "attempt 1/1" in kanban(board.path, "show", str(asking)).stdout
+    # The person's unblock note is in the prompt of the unblocked card's next attempt.
+    prompts = query(board.path, "SELECT m.content FROM message m JOIN run r ON r.id = "
+                                "m.run_id WHERE r.card_id = ? AND m.role = 'user'", stuck)
+    assert any("decided by a person" in content for (content,) in prompts), prompts
 
 
 def waiting_on_approval(kb: Kanban, title: str, command: str) -> int:

@@ -47,6 +47,21 @@ def test_live_lines_show_the_latest_heartbeat_note() -> None:
     assert "halfway through" in line and "t3/20" in line
 
 
+def test_live_lines_keep_the_latest_heartbeat_note_through_plain_heartbeats(
+        kanban: Kanban) -> None:
+    """Through the board: the worker's note, then its heartbeat thread's renewals (no note)."""
+    from kanban.cards import NewCard
+    from kanban.children import children_status
+
+    card = kanban.add_card(NewCard("alpha")).id
+    (claim,) = kanban.claim(1, lease_s=30)
+    for note in ("reading the sources", "halfway through", None, None):
+        kanban.heartbeat(card, claim.claim_token, run_id=claim.run_id, lease_s=30, note=note)
+    with kanban.db.read() as conn:
+        (line,) = children_lines(children_status(conn, [card]), datetime.now(UTC))
+    assert line.startswith(f"#{card} running") and line.endswith(": halfway through")
+
+
 def test_redaction_ignores_values_shorter_than_eight_characters() -> None:
     assert redact("Finished the task", ["nish"]) == "Finished the task"
     assert redact("key sk-12345678 here", ["nish", "sk-12345678"]) == "key [redacted] here"
