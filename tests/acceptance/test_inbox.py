@@ -14,6 +14,7 @@ from typing import Any
 from kanban import approvals, claims
 from kanban.cards import NewCard
 from kanban.service import Kanban
+from kanban.states import STATUS_NAMES
 from kanban.transitions import Actor
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, Reply, tool_reply, tool_results
@@ -119,6 +120,14 @@ def test_the_web_board_has_the_same_inbox_and_answers_it(board: BoardFiles) -> N
         assert [(i["card_id"], i["kind"]) for i in api["items"]] == [
             (asking, "approval"), (review, "review"), (stuck, "blocked")]
         assert 'id="inbox-link" href="/inbox"' in client.get("/").text
+        # Every state is a filter on the web board too (issue 29 item 5), from one list.
+        for status in STATUS_NAMES:
+            listed = client.get("/api/cards", params={"status": status}).json()["cards"]
+            column = client.get(f"/api/columns/{status}")
+            assert column.status_code == 200, column.text
+            wanted = {"review": [review], "blocked": [stuck, asking]}.get(status, [])  # newest 1st
+            assert [c["id"] for c in listed] == wanted, status
+        assert f"#{review}" in client.get("/", params={"status": "review"}).text
         page = client.get("/inbox").text
         assert "<script>alert" not in page and "<b>deploy" not in page and "<i>the" not in page
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;i&gt;the key" in page

@@ -37,7 +37,7 @@ EARLY = 8  # counted from the process's start, before its lead's card may exist
 EARLY_WINDOW_S = 1.5
 SAY_WITHIN_S = 2.0  # --resume says what it waits for within this long
 ANSWER = "ANSWER: the journal modes compared"
-PYTHON_STARTING = "Fatal Python error: init_import_site"
+PYTHON_STARTING = "Fatal Python error: init_"  # init_import_site, init_sys_streams, ...
 ENTRY = str(Path(kanban.cli.__file__).parent / "__main__.py")  # `python -m kanban.cli`
 
 
@@ -75,8 +75,8 @@ def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[
     _, err = proc.communicate(timeout=60)
     problems = []
     # -SIGINT: the signal came as the interpreter was exiting, its work done. Python's own
-    # start-up (site and the .pth files) runs before any of kanban's code, and Python
-    # reports a signal there itself: that one is Python's message, not kanban's.
+    # start-up (its streams, site and the .pth files) runs before any of kanban's code, and
+    # Python reports a signal there itself: that one is Python's message, not kanban's.
     pythons = PYTHON_STARTING in err or _before_kanbans_code(err)
     if not pythons and (proc.returncode not in (0, 130, -signal.SIGINT) or "Traceback" in err):
         problems.append(f"exited {proc.returncode}: {err}")
@@ -87,7 +87,7 @@ def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[
     open_rows = query(board.path, "SELECT id, pid FROM dispatcher WHERE stopped_at IS NULL")
     if open_rows:
         problems.append(f"dispatcher rows left open: {open_rows}")
-    return [f"{after:.2f}s after the {anchor}: {p}" for p in problems]
+    return [f"{after:.2f}s after the {anchor} (exit {proc.returncode}): {p}" for p in problems]
 
 
 def _before_kanbans_code(err: str) -> bool:
