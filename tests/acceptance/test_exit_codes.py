@@ -143,3 +143,20 @@ def test_dispatch_once_exits_1_2_and_5(board: BoardFiles) -> None:
     assert _code(board, "dispatch", "--once") == exit_codes.BUDGET
     board.configure('[profiles.default]\nmax_turns = "many"\n')
     assert _code(board, "dispatch", "--once") == exit_codes.ERROR
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, exit_codes.INTERRUPTED),
+                                           (signal.SIGTERM, 0), (signal.SIGHUP, 0)])
+def test_a_foreground_dispatcher_exits_130_on_ctrl_c_and_0_on_sigterm_or_sighup(
+        board: BoardFiles, sig: int, code: int) -> None:
+    proc = subprocess.Popen([*KANBAN, "--db", str(board.path), "dispatch"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_until(lambda: query(board.path, "SELECT count(*) FROM dispatcher WHERE stopped_at "
+                                         "IS NULL")[0][0], timeout=60, what="the dispatcher")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert query(board.path, "SELECT count(*) FROM dispatcher WHERE stopped_at IS NULL") \
+        == [(0,)]
