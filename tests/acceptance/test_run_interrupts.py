@@ -38,7 +38,12 @@ EARLY_WINDOW_S = 1.5
 SAY_WITHIN_S = 2.0  # --resume says what it waits for within this long
 ANSWER = "ANSWER: the journal modes compared"
 PYTHON_STARTING = "Fatal Python error: init_"  # init_import_site, init_sys_streams, ...
-ENTRY = str(Path(kanban.cli.__file__).parent / "__main__.py")  # `python -m kanban.cli`
+# What loads before kanban.cli.entry.main can take the signal: `python -m kanban.cli`, the
+# entry module's own imports
+_CLI = Path(kanban.cli.__file__).parent
+BEFORE_MAIN = tuple(f'File "{path}", line ' for path in (
+    _CLI / "__main__.py", _CLI / "entry.py", _CLI / "__init__.py", _CLI.parent / "__init__.py",
+    _CLI.parent / "signals.py"))
 
 
 def _scripts(board: BoardFiles) -> str:
@@ -92,11 +97,12 @@ def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[
 
 def _before_kanbans_code(err: str) -> bool:
     """A KeyboardInterrupt raised while Python found and loaded kanban's entry module (only
-    runpy's and importlib's frames, and the entry's import line), before its first line
-    could take the signal: nothing of the board is touched yet."""
+    runpy's and importlib's frames, and module-level imports of the entry's modules), before
+    its main() could take the signal: nothing of the board is touched yet."""
     frames = [line for line in err.splitlines() if line.strip().startswith('File "/')]
     return err.startswith("Traceback") and err.rstrip().endswith("KeyboardInterrupt") and \
-        all(line.strip().startswith(f'File "{ENTRY}"') for line in frames)
+        all(line.strip().startswith(BEFORE_MAIN) and line.endswith(", in <module>")
+            for line in frames)
 
 
 def _resume(board: BoardFiles, lead: int) -> tuple[int, str, float]:
@@ -189,3 +195,29 @@ def _board_is_true(db: Path) -> list[str]:
     if query(db, "SELECT count(*) FROM event WHERE data LIKE '%no live dispatcher%'")[0][0]:
         problems.append("a child was cancelled for want of a dispatcher")
     return problems
+
+
+def test_resume_takes_over_at_once_from_a_run_killed_outright(boards: list[BoardFiles]) -> None:
+    """SIGKILL (no handler runs): the dispatcher row stays open and the lead `running` under
+    a dead pid. `--resume` takes the lead over at once (not when its lease lapses), says what
+    it waits for, and the lead ends done with one attempt spent."""
+    board = boards[0]
+    spec = _scripts(board)
+    lease = 600  # a takeover that waited for the lease would time this test out
+    board.configure(board.home.joinpath("config.toml").read_text()
+                    + f"[limits]\nlease_s = {lease}\n")
+    proc = _start(board, "A goal", "--model", spec)
+    lead = wait_until(lambda: query(board.path, "SELECT c.id FROM card c, dispatcher d WHERE "
+                                                "c.created_by = 'lead' AND c.status = "
+                                                "'running' AND d.stopped_at IS NULL"),
+                      timeout=60, what="the lead running beside its dispatcher")[0][0]
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert query(board.path, "SELECT count(*) FROM dispatcher WHERE stopped_at IS NULL") == [
+        (1,)]  # the row of a dead process
+    started = time.monotonic()
+    code, answer, silent = _resume(board, lead)
+    assert code == 0 and ANSWER in answer
+    assert silent <= SAY_WITHIN_S
+    assert time.monotonic() - started < lease / 2
+    assert _board_is_true(board.path) == []
