@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ PYTHON_STARTING = "Fatal Python error: init_"  # init_import_site, init_sys_stre
 # What loads before kanban.cli.entry.main can take the signal: `python -m kanban.cli`, the
 # entry module's own imports
 _CLI = Path(kanban.cli.__file__).parent
+SOURCE = str(_CLI.parents[1])  # the source tree (its venv, if inside, is sys.prefix)
 BEFORE_MAIN = tuple(f'File "{path}", line ' for path in (
     _CLI / "__main__.py", _CLI / "entry.py", _CLI / "__init__.py", _CLI.parent / "__init__.py",
     _CLI.parent / "signals.py"))
@@ -97,12 +99,13 @@ def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[
 
 def _before_kanbans_code(err: str) -> bool:
     """A KeyboardInterrupt raised while Python found and loaded kanban's entry module (only
-    runpy's and importlib's frames, and module-level imports of the entry's modules), before
-    its main() could take the signal: nothing of the board is touched yet."""
-    frames = [line for line in err.splitlines() if line.strip().startswith('File "/')]
+    runpy's, importlib's and the standard library's frames, and module-level imports of the
+    entry's modules), before its main() could take the signal: nothing of the board is
+    touched yet."""
+    ours = [line.strip() for line in err.splitlines()
+            if line.strip().startswith(f'File "{SOURCE}') and sys.prefix not in line]
     return err.startswith("Traceback") and err.rstrip().endswith("KeyboardInterrupt") and \
-        all(line.strip().startswith(BEFORE_MAIN) and line.endswith(", in <module>")
-            for line in frames)
+        all(line.startswith(BEFORE_MAIN) and line.endswith(", in <module>") for line in ours)
 
 
 def _resume(board: BoardFiles, lead: int) -> tuple[int, str, float]:
