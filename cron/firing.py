@@ -71,8 +71,8 @@ class FireResult:
 def fire_due_jobs(db: Database, now: datetime, *, board: str | None = None,
                   profiles: Profiles = NO_PROFILES) -> list[FireResult]:
     """Fire every enabled job due at `now` (on one board, if given) that no one fired first.
-    `profiles`: config.toml's, whose max_attempts an agent job's cards take unless it sets
-    its own."""
+    `profiles`: config.toml's, whose max_attempts and review gate an agent job's cards take
+    unless it sets its own."""
     with db.read() as conn:
         due = store.due_jobs(conn, now, board=board)
     results: list[FireResult] = []
@@ -178,7 +178,7 @@ def _make_card(conn: Conn, job: CronJobRecord, now: datetime, scheduled_at: date
         timeout_s=job.card_timeout_s, created_by=job.creator, model=job.model,
         toolsets=",".join(job.toolsets) if job.toolsets is not None else None,
         command=job.command, key=key, skills=job.skills, workspace=job.workspace,
-        review=job.review), now)
+        review=_review(job, profiles)), now)
     if not added.created:
         return _no_card(conn, job, now, FireOutcome.SKIPPED, slots, following,
                         f"card #{added.card.id} already holds this slot")
@@ -203,6 +203,15 @@ def _attempts(job: CronJobRecord, profiles: Profiles) -> int:
     if job.max_attempts is not None or job.command is not None or profile is None:
         return job.card_max_attempts
     return profile.max_attempts
+
+
+def _review(job: CronJobRecord, profiles: Profiles) -> str | None:
+    """The job's own review gate, else an agent job's profile's (as `kanban add` takes it; a
+    script's exit code is its own check)."""
+    profile = profiles.get(job.profile)
+    if job.review is not None or job.command is not None or profile is None:
+        return job.review
+    return profile.review
 
 
 def _no_card(conn: Conn, job: CronJobRecord, now: datetime, outcome: FireOutcome, slots: int,

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+REDELIVER_S = 0.005
 
 
 class Interrupted(KeyboardInterrupt):
@@ -37,6 +38,8 @@ class _Guard:
         self.pending = False  # a signal came during a critical section
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
+        if redeliver_outside_import_lock(signum, frame):
+            return
         self.count += 1
         self.signum = self.signum or signum
         if self.count >= 3:
@@ -53,6 +56,19 @@ class _Guard:
 
 
 _guard: _Guard | None = None
+
+
+def redeliver_outside_import_lock(signum: int, frame: FrameType | None) -> bool:
+    """True if the signal came inside importlib's module-lock weakref callback, where an
+    exception raised is printed and dropped (the Ctrl-C would be lost): it is sent again a
+    moment later, when the callback's few lines are long done."""
+    if frame is None or frame.f_code.co_name != "cb" or \
+            frame.f_code.co_filename != "<frozen importlib._bootstrap>":
+        return False
+    again = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+    return True
 
 
 @contextmanager

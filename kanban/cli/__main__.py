@@ -1,5 +1,5 @@
 """`python -m kanban.cli`."""
 
-from kanban.cli.app import main
+from kanban.cli.entry import main
 
 main()

@@ -19,6 +19,7 @@ from kanban.cli.context import config_path as config_path
 from kanban.cli.context import location_of as location_of
 from kanban.cli.context import open_kanban as open_kanban
 from kanban.cli.context import require_skills as require_skills
+from kanban.cli.context import require_worktree_repository as require_worktree_repository
 
 
 def _remember(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:

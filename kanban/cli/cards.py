@@ -14,9 +14,9 @@ from kanban.cli.base import (
     command,
     config_of,
     json_option,
-    location_of,
     open_kanban,
     require_skills,
+    require_worktree_repository,
 )
 from kanban.cli.params import (
     CARD_ID,
@@ -109,10 +109,7 @@ def add(ctx: click.Context, title: str, goal: str, context: str, priority: int,
     config = config_of(ctx)
     chosen, names = _checked_choices(ctx, config, profile, skills, toolsets)
     spec = _workspace_spec(config, chosen, workspace)
-    if spec == "worktree":  # refused now, not when a dispatcher claims it
-        from kanban.tools.worktree_lifecycle import require_repository
-
-        require_repository(location_of(ctx).home)
+    require_worktree_repository(ctx, spec)
     gate = gate_spec(verify=verify, reviewer=reviewer, human=human)
     if reviewer is not None:
         config.profile(reviewer)  # an unknown reviewer profile fails now, not after the work

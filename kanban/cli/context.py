@@ -99,3 +99,12 @@ def require_skills(ctx: click.Context, names: Sequence[str]) -> None:
         from kanban.skills import load_catalog
 
         load_catalog(location_of(ctx).home).require(names)
+
+
+def require_worktree_repository(ctx: click.Context, *workspaces: str | None) -> None:
+    """A card or job whose workspace is a worktree is refused outside a git repository when
+    it is added, not when a dispatcher claims its card."""
+    if "worktree" in workspaces:
+        from kanban.tools.worktree_lifecycle import require_repository
+
+        require_repository(location_of(ctx).home)

@@ -19,6 +19,7 @@ from kanban.cli.base import (
     location_of,
     open_kanban,
     require_skills,
+    require_worktree_repository,
 )
 from kanban.cli.params import complete_cron_jobs, complete_profiles
 from kanban.cron.kinds import CatchUp, Overlap
@@ -177,9 +178,13 @@ def _settings(**given: Any) -> dict[str, Any]:
     return settings
 
 
-def _check_profile(ctx: click.Context, settings: dict[str, Any]) -> None:
+def _check_profile(ctx: click.Context, settings: dict[str, Any], *, adding: bool) -> None:
     if "profile" in settings:
         config_of(ctx).profile(settings["profile"])  # refused now, not at the first fire
+    if adding or "profile" in settings or "workspace" in settings:
+        workspace = settings.get("workspace") or config_of(ctx).profile(
+            settings.get("profile") or "default").workspace
+        require_worktree_repository(ctx, workspace)  # a worktree outside git: now, too
     require_skills(ctx, settings.get("skills", ()))  # so are unknown skills
     gate = settings.get("review") or ""
     if gate.startswith("reviewer:"):
@@ -204,7 +209,7 @@ def add(ctx: click.Context, name: str, schedule: str, as_json: bool, **given: An
         raise UsageError("give --goal (what each card's agent does) or --script (a command "
                          "each card runs)")
     settings = _settings(**given)
-    _check_profile(ctx, settings)
+    _check_profile(ctx, settings, adding=True)
     from kanban.cron.jobs import JobSpec
 
     job = _jobs(ctx, checked=True).add(JobSpec(name=name, schedule=schedule,
@@ -239,7 +244,7 @@ def edit(ctx: click.Context, name: str, clear: tuple[str, ...], as_json: bool,
     recomputes the next fire; an event records it.
     """
     changes = _settings(board=board_filter(ctx), **given)
-    _check_profile(ctx, changes)
+    _check_profile(ctx, changes, adding=False)
     for setting in clear:
         if setting not in CLEARABLE:
             raise UsageError(f"--clear takes one of {', '.join(CLEARABLE)}, not {setting!r}")

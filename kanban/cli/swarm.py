@@ -16,6 +16,7 @@ from kanban.cli.base import (
     location_of,
     open_kanban,
     require_skills,
+    require_worktree_repository,
 )
 from kanban.signals import guarded
 
@@ -93,8 +94,10 @@ def create(ctx: click.Context, goal: str, *, workers: int | None, parts: Sequenc
     from kanban.swarms import NewSwarm
 
     config = config_of(ctx)
-    for name in dict.fromkeys([profile, verifier, synthesizer, *([] if parts else [planner])]):
+    names = dict.fromkeys([profile, verifier, synthesizer, *([] if parts else [planner])])
+    for name in names:
         config.profile(name)  # an unknown profile fails now, not at dispatch
+    require_worktree_repository(ctx, *(config.profile(name).workspace for name in names))
     require_skills(ctx, skills)
     review = review if review is not None else config.profile(verifier).review
     if review is not None and review.startswith("reviewer:"):

@@ -20,7 +20,7 @@ from kanban.cards import NewCard
 from kanban.edits import CardEdit
 from kanban.errors import ValidationError
 from kanban.records import CardRecord
-from kanban.state.config_file import load_config
+from kanban.state.config_file import resolve_config
 from kanban.tools.worktree_lifecycle import require_repository
 from kanban.validation import BOARD_POLICY, MAX_ATTEMPTS_RANGE, PRIORITY_RANGE
 from kanban.web.http import (
@@ -59,7 +59,7 @@ def _card(card: CardRecord) -> tuple[dict[str, Any], int, str]:
 def add(web: WebBoard, _: int | None, data: dict[str, Any]) -> tuple[Any, int, str]:
     board = text_field(data, "board") or web.board
     profile = text_field(data, "profile") or "default"
-    chosen = load_config(web.home / "config.toml").profile(profile)  # as `kanban add`
+    chosen = resolve_config(web.home).profile(profile)  # as `kanban add` (KANBAN_CONFIG too)
     if chosen.workspace == "worktree":  # refused now, as `kanban add` refuses it
         require_repository(web.home)
     timeout = text_field(data, "timeout")

@@ -24,7 +24,7 @@ from kanban.inbox import inbox_plan
 from kanban.queries import BOARD_ORDER, board_snapshot_plan
 from kanban.readmodels import ChildNode, Transcript, child_tree_plan, transcript_plan
 from kanban.records import CardDetail
-from kanban.state.config_file import load_config
+from kanban.state.config_file import resolve_config
 from kanban.state.plans import Plan
 from kanban.states import CardStatus
 from kanban.web.http import int_field, many, page, web_of
@@ -155,7 +155,7 @@ def _status(text: str) -> str:
 
 def _workspace_defaults(request: Request) -> Mapping[str, str | None]:
     try:
-        return load_config(web_of(request).home / "config.toml").workspaces()
+        return resolve_config(web_of(request).home).workspaces()
     except ConfigError:
         return {}
 
@@ -163,7 +163,7 @@ def _workspace_defaults(request: Request) -> Mapping[str, str | None]:
 def _profiles(request: Request) -> list[str]:
     """The profiles config.toml names, for the add form and the filter."""
     try:
-        config = load_config(web_of(request).home / "config.toml")
+        config = resolve_config(web_of(request).home)
     except ConfigError:
         return []  # the board still shows; adding a card will say what is wrong
     return sorted(config.profiles)

@@ -74,3 +74,54 @@ def test_cli_import_stays_light(env: dict[str, str], tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# Ctrl-C arrives while a module loads: here, as the console script's entry imports click.
+INTERRUPTED_LOAD = """
+import builtins, os, signal, sys
+import kanban.cli.entry
+real = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == "click":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = hooked
+sys.argv = ["kanban", "--version"]
+kanban.cli.entry.main()
+"""
+
+
+def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_LOAD], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (130, "", "")
+
+
+# Ctrl-C inside importlib's module-lock callback, where Python drops a raised exception.
+IN_IMPORT_LOCK = """
+import signal, sys, time
+from kanban.signals import redeliver_outside_import_lock
+heard = []
+def handler(signum, frame):
+    if not redeliver_outside_import_lock(signum, frame):
+        heard.append(frame.f_code.co_name)
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, handler)
+scope = {"signal": signal}
+exec(compile("def cb():\\n    signal.raise_signal(signal.SIGINT)\\n    return 1\\n",
+             "<frozen importlib._bootstrap>", "exec"), scope)
+try:
+    scope["cb"]()
+    time.sleep(30)
+    print("lost")
+except KeyboardInterrupt:
+    print("raised outside", heard)
+"""
+
+
+def test_ctrl_c_in_importlibs_lock_callback_is_raised_after_it(tmp_path: Path,
+                                                               env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-c", IN_IMPORT_LOCK], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "raised outside ['<module>']", done.stderr

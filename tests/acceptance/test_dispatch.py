@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -196,6 +197,23 @@ def test_timeout_terminates_worker_and_records_timed_out(board: BoardFiles) -> N
                           card)[0]
     assert outcome == "timed_out"
     assert code == -signal.SIGTERM
+
+
+def test_a_profiles_timeout_applies_to_cards_added_without_one(board: BoardFiles) -> None:
+    """`kanban add`, the web board and cron leave a card's timeout unset unless given; the
+    dispatcher then takes the profile's (issue 29: settings apply where they say)."""
+    spec = board.script("stuck", [{"text": "thinking", "delay_s": 600}])
+    board.configure(f'[profiles.stuck]\nmodel = "{spec}"\ntimeout_s = 1\n')
+    card = int(kanban(board.path, "add", "never ends", "--profile", "stuck",
+                      "--max-attempts", "1").stdout.strip().removeprefix("#"))
+    kanban(board.path, "cron", "add", "hourly", "-s", "every 1h", "--goal", "g",
+           "--profile", "stuck", "--max-attempts", "1")
+    fired = json.loads(kanban(board.path, "cron", "run", "hourly", "--json").stdout)["card_id"]
+    assert kanban(board.path, "dispatch", "--once", check=False).returncode == 4
+    for ran in (card, fired):
+        assert query(board.path, "SELECT c.status, r.outcome FROM card c JOIN run r ON "
+                                 "r.card_id = c.id WHERE c.id = ?", ran) == [
+            ("failed", "timed_out")]
 
 
 def test_lease_expiry_kills_a_frozen_worker_before_requeue(board: BoardFiles,

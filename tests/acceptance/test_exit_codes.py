@@ -93,3 +93,70 @@ def test_dispatch_once_exits_0_or_4_by_the_cards_it_ran(board: BoardFiles) -> No
     assert _code(board, "dispatch", "--once") == exit_codes.OK
     board.add("fails", profile="broken", max_attempts=1)
     assert _code(board, "dispatch", "--once") == exit_codes.TREE_FAILED
+
+
+def test_run_exits_4_when_a_child_was_cancelled(board: BoardFiles) -> None:
+    slow = board.script("slow", slow_steps(1.0, heartbeats=30))
+    board.configure(f'[profiles.slow]\nmodel = "{slow}"\n')
+    spec = _lead(board, [{"title": "slow", "goal": "g", "profile": "slow"}])
+    proc = subprocess.Popen([*KANBAN, "--db", str(board.path), "run", GOAL, "--model", spec],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = wait_until(lambda: query(board.path, "SELECT id FROM card WHERE parent_id IS NOT "
+                                                 "NULL AND status = 'running'"), timeout=60,
+                       what="the child running")[0][0]
+    kanban(board.path, "cancel", str(child))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == exit_codes.TREE_FAILED, err
+
+
+def test_swarm_exits_1_when_it_cannot_run_and_2_on_bad_usage(board: BoardFiles) -> None:
+    assert _swarm(board, "--profile", "no-such-profile") == exit_codes.ERROR
+    assert _code(board, "swarm", GOAL, "--workers", "0") == exit_codes.USAGE
+    assert query(board.path, "SELECT count(*) FROM card") == [(0,)]
+
+
+def test_swarm_follow_exits_5_when_a_budget_stopped_a_worker(board: BoardFiles) -> None:
+    board.configure("[profiles.tight]\ntoken_budget = 10\nmax_attempts = 1\n")
+    assert _swarm(board, "--profile", "tight") == exit_codes.BUDGET
+
+
+def test_swarm_follow_exits_130_on_ctrl_c_and_leaves_nothing_running(board: BoardFiles) -> None:
+    slow = board.script("slow", slow_steps(1.0, heartbeats=30))
+    board.configure(f'[profiles.slow]\nmodel = "{slow}"\n')
+    proc = subprocess.Popen([*KANBAN, "--db", str(board.path), "swarm", GOAL, "--part", "one",
+                             "--follow", "--profile", "slow"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_until(lambda: query(board.path, "SELECT count(*) FROM run WHERE pid IS NOT NULL")[0][0],
+               timeout=60, what="a worker running")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == exit_codes.INTERRUPTED, err
+    assert "Traceback" not in err
+    assert query(board.path, "SELECT count(*) FROM card WHERE status = 'running'") == [(0,)]
+
+
+def test_dispatch_once_exits_1_2_and_5(board: BoardFiles) -> None:
+    assert _code(board, "dispatch", "--once", "--max-workers", "zero") == exit_codes.USAGE
+    board.configure("[profiles.tight]\ntoken_budget = 10\nmax_attempts = 1\n")
+    board.add("over budget", profile="tight", max_attempts=1)
+    assert _code(board, "dispatch", "--once") == exit_codes.BUDGET
+    board.configure('[profiles.default]\nmax_turns = "many"\n')
+    assert _code(board, "dispatch", "--once") == exit_codes.ERROR
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, exit_codes.INTERRUPTED),
+                                           (signal.SIGTERM, 0), (signal.SIGHUP, 0)])
+def test_a_foreground_dispatcher_exits_130_on_ctrl_c_and_0_on_sigterm_or_sighup(
+        board: BoardFiles, sig: int, code: int) -> None:
+    proc = subprocess.Popen([*KANBAN, "--db", str(board.path), "dispatch"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_until(lambda: query(board.path, "SELECT count(*) FROM dispatcher WHERE stopped_at "
+                                         "IS NULL")[0][0], timeout=60, what="the dispatcher")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert query(board.path, "SELECT count(*) FROM dispatcher WHERE stopped_at IS NULL") \
+        == [(0,)]

@@ -14,10 +14,11 @@ from typing import Any
 from kanban import approvals, claims
 from kanban.cards import NewCard
 from kanban.service import Kanban
+from kanban.states import STATUS_NAMES
 from kanban.transitions import Actor
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, Reply, tool_reply, tool_results
-from tests.support.procs import kanban
+from tests.support.procs import kanban, query
 from tests.support.web import start_web
 
 DANGEROUS = "echo approved-run > proof.txt; git push --force origin main"
@@ -90,6 +91,10 @@ def test_the_inbox_lists_what_waits_and_its_commands_answer_it(board: BoardFiles
     assert card["status"] == "done", card
     # The approval round spent no attempt: one attempt of one, never `2/1`.
     assert "attempt 1/1" in kanban(board.path, "show", str(asking)).stdout
+    # The person's unblock note is in the prompt of the unblocked card's next attempt.
+    prompts = query(board.path, "SELECT m.content FROM message m JOIN run r ON r.id = "
+                                "m.run_id WHERE r.card_id = ? AND m.role = 'user'", stuck)
+    assert any("decided by a person" in content for (content,) in prompts), prompts
 
 
 def waiting_on_approval(kb: Kanban, title: str, command: str) -> int:
@@ -115,6 +120,14 @@ def test_the_web_board_has_the_same_inbox_and_answers_it(board: BoardFiles) -> N
         assert [(i["card_id"], i["kind"]) for i in api["items"]] == [
             (asking, "approval"), (review, "review"), (stuck, "blocked")]
         assert 'id="inbox-link" href="/inbox"' in client.get("/").text
+        # Every state is a filter on the web board too (issue 29 item 5), from one list.
+        for status in STATUS_NAMES:
+            listed = client.get("/api/cards", params={"status": status}).json()["cards"]
+            column = client.get(f"/api/columns/{status}")
+            assert column.status_code == 200, column.text
+            wanted = {"review": [review], "blocked": [stuck, asking]}.get(status, [])  # newest 1st
+            assert [c["id"] for c in listed] == wanted, status
+        assert f"#{review}" in client.get("/", params={"status": "review"}).text
         page = client.get("/inbox").text
         assert "<script>alert" not in page and "<b>deploy" not in page and "<i>the" not in page
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;i&gt;the key" in page

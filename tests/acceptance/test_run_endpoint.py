@@ -31,13 +31,14 @@ from tests.support.llm_server import (
 )
 from tests.support.procs import kanban, query
 
+TASKS = [{"title": "alpha", "goal": "a"}, {"title": "beta", "goal": "b"}]
 
-def _model(body: dict[str, Any]) -> Reply:
+
+def _model(body: dict[str, Any], tasks: list[dict[str, str]] = TASKS) -> Reply:
     tools = [t.get("name") or t["function"]["name"] for t in body.get("tools", [])]
     if "delegate" in tools:
         if "delegate" not in called_tools(body):
-            return tool_reply(("delegate", {"tasks": [{"title": "alpha", "goal": "a"},
-                                                      {"title": "beta", "goal": "b"}]}))
+            return tool_reply(("delegate", {"tasks": tasks}))
         kids = json.loads(tool_results(body)[-1])["children"]
         return text_reply("ANSWER: " + "; ".join(str(c.get("summary")) for c in kids))
     if "kanban_complete" in called_tools(body):
@@ -69,6 +70,25 @@ def test_lead_and_children_reach_the_lead_profiles_base_url(board: BoardFiles) -
     kids = query(board.path, "SELECT status FROM card WHERE parent_id = ?", lead)
     assert kids == [("done",), ("done",)]
     assert f"at {host}" in context  # the child's endpoint, as its worker reaches it
+
+
+def test_a_child_whose_profile_names_a_model_uses_that_profiles_endpoint(
+        board: BoardFiles) -> None:
+    tasks = [{"title": "alpha", "goal": "a"},
+             {"title": "beta", "goal": "b", "profile": "other"}]
+    with LLMServer(responder=lambda body: _model(body, tasks)) as local, \
+            LLMServer(responder=_model) as elsewhere, \
+            LLMServer(responder=lambda body: error_reply(500, "the trap")) as trap:
+        board.configure(f'[profiles.lead]\nbase_url = "{local.openai_base_url}"\n'
+                        f'[profiles.other]\nmodel = "openai:other-model"\n'
+                        f'base_url = "{elsewhere.openai_base_url}"\n')
+        out = kanban(board.path, "run", "Two parts", "--model", "openai:test-model",
+                     env=_env(trap)).stdout
+        assert trap.requests == []
+        lead_models = {r.body.get("model") for r in local.requests}
+        other_models = {r.body.get("model") for r in elsewhere.requests}
+    assert "ANSWER: alpha done locally; beta done locally" in out
+    assert (lead_models, other_models) == ({"test-model"}, {"other-model"})
 
 
 def test_api_key_env_on_the_lead_profile_is_enough_for_kanban_run(board: BoardFiles) -> None:

@@ -1,12 +1,14 @@
 """`kanban run` stopped by Ctrl-C at any moment of its first seconds: the board stays true.
 
 On each of a few boards side by side, each run is interrupted at a moment of its first
-seconds (before, during or after the lead's model calls, its delegate call and its
-children), and the next run starts at once, so each run is also "the run started right
-after an interrupt". Then one run goes to its end and every interrupted lead is resumed
-with --resume. Nothing may be handed to a dead dispatcher, no interrupt may spend an
-attempt, and --resume must say what it waits for. The lead and its children are scripted
-(fast), to keep the test's time bounded on a busy machine.
+seconds: some counted from the process's start (its imports, its dispatcher's start, the
+lead's claim), most from the moment the lead's card exists (before, during or after the
+lead's model calls, its delegate call and its children). The next run starts at once, so
+each run is also "the run started right after an interrupt". Then one run goes to its end
+and every interrupted lead is resumed with --resume. Nothing may be handed to a dead
+dispatcher, no interrupt may spend an attempt, and --resume must say what it waits for.
+The lead and its children are scripted (fast), to keep the test's time bounded on a busy
+machine.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,16 +25,27 @@ from pathlib import Path
 
 import pytest
 
+import kanban.cli
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
 from tests.acceptance.conftest import BoardFiles
 from tests.support.procs import KANBAN, query, wait_until
 
-MOMENTS = 20
-BOARDS = 4  # chains of MOMENTS / BOARDS interrupts, side by side
+MOMENTS = 20  # after the lead's card exists
+BOARDS = 4  # chains of (MOMENTS + EARLY) / BOARDS interrupts, side by side
 WINDOW_S = 2.5  # after the lead's card exists: its model calls, delegate, children
+EARLY = 8  # counted from the process's start, before its lead's card may exist
+EARLY_WINDOW_S = 1.5
 SAY_WITHIN_S = 2.0  # --resume says what it waits for within this long
 ANSWER = "ANSWER: the journal modes compared"
+PYTHON_STARTING = "Fatal Python error: init_"  # init_import_site, init_sys_streams, ...
+# What loads before kanban.cli.entry.main can take the signal: `python -m kanban.cli`, the
+# entry module's own imports
+_CLI = Path(kanban.cli.__file__).parent
+SOURCE = str(_CLI.parents[1])  # the source tree (its venv, if inside, is sys.prefix)
+BEFORE_MAIN = tuple(f'File "{path}", line ' for path in (
+    _CLI / "__main__.py", _CLI / "entry.py", _CLI / "__init__.py", _CLI.parent / "__init__.py",
+    _CLI.parent / "signals.py"))
 
 
 def _scripts(board: BoardFiles) -> str:
@@ -55,18 +69,23 @@ def _leads(board: BoardFiles) -> int:
     return query(board.path, "SELECT count(*) FROM card WHERE created_by = 'lead'")[0][0]
 
 
-def _interrupt(board: BoardFiles, spec: str, moment: float) -> list[str]:
-    """One run, interrupted `moment` seconds after its lead's card appeared."""
+def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[str]:
+    """One run, interrupted some seconds after its start or after its lead's card appeared."""
+    anchor, after = moment
     before = _leads(board)
     proc = _start(board, "A goal", "--model", spec)
-    wait_until(lambda: _leads(board) > before or proc.poll() is not None, timeout=60,
-               what="the lead's card")
-    time.sleep(moment)  # the moment itself is what this test varies
+    if anchor == "lead":
+        wait_until(lambda: _leads(board) > before or proc.poll() is not None, timeout=60,
+                   what="the lead's card")
+    time.sleep(after)  # the moment itself is what this test varies
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     problems = []
-    # -SIGINT: the signal came as the interpreter was exiting, its work done
-    if proc.returncode not in (0, 130, -signal.SIGINT) or "Traceback" in err:
+    # -SIGINT: the signal came as the interpreter was exiting, its work done. Python's own
+    # start-up (its streams, site and the .pth files) runs before any of kanban's code, and
+    # Python reports a signal there itself: that one is Python's message, not kanban's.
+    pythons = PYTHON_STARTING in err or _before_kanbans_code(err)
+    if not pythons and (proc.returncode not in (0, 130, -signal.SIGINT) or "Traceback" in err):
         problems.append(f"exited {proc.returncode}: {err}")
     running = query(board.path, "SELECT id FROM card WHERE created_by = 'lead' AND "
                                 "status = 'running'")
@@ -75,7 +94,18 @@ def _interrupt(board: BoardFiles, spec: str, moment: float) -> list[str]:
     open_rows = query(board.path, "SELECT id, pid FROM dispatcher WHERE stopped_at IS NULL")
     if open_rows:
         problems.append(f"dispatcher rows left open: {open_rows}")
-    return [f"moment {moment:.2f}s: {p}" for p in problems]
+    return [f"{after:.2f}s after the {anchor} (exit {proc.returncode}): {p}" for p in problems]
+
+
+def _before_kanbans_code(err: str) -> bool:
+    """A KeyboardInterrupt raised while Python found and loaded kanban's entry module (only
+    runpy's, importlib's and the standard library's frames, and module-level imports of the
+    entry's modules), before its main() could take the signal: nothing of the board is
+    touched yet."""
+    ours = [line.strip() for line in err.splitlines()
+            if line.strip().startswith(f'File "{SOURCE}') and sys.prefix not in line]
+    return err.startswith("Traceback") and err.rstrip().endswith("KeyboardInterrupt") and \
+        all(line.startswith(BEFORE_MAIN) and line.endswith(", in <module>") for line in ours)
 
 
 def _resume(board: BoardFiles, lead: int) -> tuple[int, str, float]:
@@ -120,8 +150,8 @@ def boards(tmp_path: Path) -> Iterator[list[BoardFiles]]:
 def test_ctrl_c_at_any_moment_leaves_a_board_that_resumes(boards: list[BoardFiles]) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    slot = WINDOW_S / MOMENTS
-    moments = [i * slot + rng.uniform(0, slot) for i in range(MOMENTS)]
+    moments = [("lead", at) for at in _spread(rng, MOMENTS, WINDOW_S)]
+    moments += [("start", at) for at in _spread(rng, EARLY, EARLY_WINDOW_S)]
     rng.shuffle(moments)
     per_board = [moments[i::BOARDS] for i in range(BOARDS)]
     with ThreadPoolExecutor(BOARDS) as pool:
@@ -130,7 +160,13 @@ def test_ctrl_c_at_any_moment_leaves_a_board_that_resumes(boards: list[BoardFile
     assert not problems, f"seed {seed}:\n" + "\n".join(problems)
 
 
-def _chain(board: BoardFiles, moments: list[float]) -> list[str]:
+def _spread(rng: random.Random, count: int, window: float) -> list[float]:
+    """`count` random moments of `window`, one in each of its equal slices."""
+    slot = window / count
+    return [i * slot + rng.uniform(0, slot) for i in range(count)]
+
+
+def _chain(board: BoardFiles, moments: list[tuple[str, float]]) -> list[str]:
     """Interrupt a run at each moment, start the next at once; then a whole run, then
     --resume every lead left unfinished."""
     spec = _scripts(board)
@@ -162,3 +198,29 @@ def _board_is_true(db: Path) -> list[str]:
     if query(db, "SELECT count(*) FROM event WHERE data LIKE '%no live dispatcher%'")[0][0]:
         problems.append("a child was cancelled for want of a dispatcher")
     return problems
+
+
+def test_resume_takes_over_at_once_from_a_run_killed_outright(boards: list[BoardFiles]) -> None:
+    """SIGKILL (no handler runs): the dispatcher row stays open and the lead `running` under
+    a dead pid. `--resume` takes the lead over at once (not when its lease lapses), says what
+    it waits for, and the lead ends done with one attempt spent."""
+    board = boards[0]
+    spec = _scripts(board)
+    lease = 600  # a takeover that waited for the lease would time this test out
+    board.configure(board.home.joinpath("config.toml").read_text()
+                    + f"[limits]\nlease_s = {lease}\n")
+    proc = _start(board, "A goal", "--model", spec)
+    lead = wait_until(lambda: query(board.path, "SELECT c.id FROM card c, dispatcher d WHERE "
+                                                "c.created_by = 'lead' AND c.status = "
+                                                "'running' AND d.stopped_at IS NULL"),
+                      timeout=60, what="the lead running beside its dispatcher")[0][0]
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert query(board.path, "SELECT count(*) FROM dispatcher WHERE stopped_at IS NULL") == [
+        (1,)]  # the row of a dead process
+    started = time.monotonic()
+    code, answer, silent = _resume(board, lead)
+    assert code == 0 and ANSWER in answer
+    assert silent <= SAY_WITHIN_S
+    assert time.monotonic() - started < lease / 2
+    assert _board_is_true(board.path) == []

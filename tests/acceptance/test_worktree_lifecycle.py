@@ -111,6 +111,32 @@ def test_a_worktree_card_outside_a_repository_is_refused_at_add(tmp_path: Path) 
     assert json.loads(kanban(db, "list", "--json").stdout)["cards"] == []
 
 
+def test_cron_jobs_and_swarms_of_worktree_cards_are_refused_outside_a_repository(
+        tmp_path: Path) -> None:
+    """Their cards are added later (at a fire, by a dispatcher): the job or swarm is refused
+    now, as `kanban add` refuses the card."""
+    db = tmp_path / "plain" / ".kanban" / "kanban.db"
+    kanban(db, "init")
+    (db.parent / "config.toml").write_text('[profiles.coder]\nmodel = "scripted:x"\n'
+                                           'workspace = "worktree"\n')
+    for args in (["cron", "add", "nightly", "-s", "every 1h", "--goal", "g", "--profile",
+                  "coder"],
+                 ["cron", "add", "nightly", "-s", "every 1h", "--goal", "g", "--workspace",
+                  "worktree"],
+                 ["swarm", "g", "--part", "a", "--profile", "coder"],
+                 ["swarm", "g", "--part", "a", "--synthesizer", "coder"]):
+        refused = kanban(db, *args, check=False)
+        assert refused.returncode == 1, args
+        assert "inside a git repository" in refused.stderr and "Traceback" not in \
+            refused.stderr, args
+    kanban(db, "cron", "add", "nightly", "-s", "every 1h", "--goal", "g")
+    refused = kanban(db, "cron", "edit", "nightly", "--profile", "coder", check=False)
+    assert refused.returncode == 1 and "inside a git repository" in refused.stderr
+    assert [j["name"] for j in json.loads(kanban(db, "cron", "list", "--json").stdout)
+            ["jobs"]] == ["nightly"]
+    assert json.loads(kanban(db, "list", "--json").stdout)["cards"] == []
+
+
 def test_the_web_board_refuses_a_worktree_card_outside_a_repository(tmp_path: Path) -> None:
     db = tmp_path / "plain" / ".kanban" / "kanban.db"
     kanban(db, "init")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
-KANBAN = [sys.executable, "-m", "kanban.cli.app"]
+KANBAN = [sys.executable, "-m", "kanban.cli"]  # the console script's entry (kanban.cli.entry)
 
 
 def kanban(db: Path, *args: str, env: Mapping[str, str] | None = None,
