@@ -75,6 +75,15 @@ DAEMONS = {
     "setsid -f": "setsid -f sleep {m} > /dev/null 2>&1",
     "a daemon's own child": "setsid sh -c 'sleep {m} & sleep {m}' > /dev/null 2>&1 &",
     "nohup setsid, given time": "nohup setsid sleep {m} > /dev/null 2>&1 & sleep 0.5",
+    # Each process forks the next and waits: killing one orphans only the next, so a sweep
+    # that takes one generation a round must go on until none is left.
+    "a chain deeper than a sweep's rounds": "setsid python3 -c 'import os, time\n"
+    "for _ in range(80):\n    if os.fork(): time.sleep(30 + {m} % 30); os._exit(0)\n"
+    "time.sleep(30 + {m} % 30)' > /dev/null 2>&1 & sleep 0.5",
+    # A process that forks and exits at once, for ever: its pid changes faster than a
+    # sweep can list and kill it (it gives up by itself after a minute, in case).
+    "a pid hopper": "setsid python3 -c 'import os, time\nend = time.time() + 30 + {m} % 30\n"
+    "while time.time() < end:\n    os.fork() and os._exit(0)' > /dev/null 2>&1 & sleep 0.5",
 }
 
 
