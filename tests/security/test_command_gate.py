@@ -268,5 +268,6 @@ def test_an_allow_profile_asks_for_unknown_commands_on_a_host_without_a_sandbox(
     assert status == "blocked" and command in (error or ""), (status, error, run.stderr)
     assert "interpreter one-liner" in (error or "")
     assert not (attack.workspace(card) / "ran.txt").exists()
-    lines = run.stderr.splitlines()  # said up front, before the dispatcher's log begins
-    assert lines[0].startswith("dispatching from") and "UNSANDBOXED" in lines[1], run.stderr
+    lines = run.stderr.splitlines()  # said first, before the dispatcher's log begins
+    assert lines[0].startswith("commands are UNSANDBOXED: bwrap is not installed"), run.stderr
+    assert lines[1].startswith("dispatching from"), run.stderr
