@@ -57,6 +57,19 @@ def test_context_says_what_the_cards_commands_can_touch(cli: Cli, kanban: Kanban
     assert "network: off" in text
 
 
+def test_a_cards_host_list_is_named_by_status_and_context(cli: Cli, kanban: Kanban) -> None:
+    (home_of(kanban) / "config.toml").write_text(
+        '[profiles.fetcher]\ntoolsets = ["kanban", "terminal", "web"]\n'
+        'network = ["pypi.org", "*.pythonhosted.org"]\n')
+    cli.add("install it", "--profile", "fetcher")
+    assert cli.json("status", "--json")["reach"]["fetcher"]["network"] == \
+        ["pypi.org", "*.pythonhosted.org"]
+    assert cli.json("context", "1", "--json")["reach"]["network"] == \
+        ["pypi.org", "*.pythonhosted.org"]
+    for command in (("status",), ("context", "1")):
+        assert "network: only pypi.org, *.pythonhosted.org" in cli.ok(*command).stdout
+
+
 def test_a_host_list_network_renders_as_its_hosts() -> None:
     assert network_text(["pypi.org", "*.pythonhosted.org"]) == \
         "only pypi.org, *.pythonhosted.org"
