@@ -20,6 +20,7 @@ from kanban.state.errors import ConfigError
 SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc")
 # Where host Unix sockets live: never bound for a card without the network.
 SOCKET_DIRS = (Path("/run"), Path("/var/run"))
+NO_BWRAP = "bwrap is not installed on this host"
 
 
 def grants(values: Any, key: str, where: str, *, folder: Path | None,
@@ -90,9 +91,12 @@ def runs_commands(profile: Any) -> bool:
 def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
     """What a card of `profile` can read and write and its network, as `--json` shows it."""
     network = network_value(profile.network)
-    if profile.sandbox == "off":
-        return {"sandbox": "off", "read": ["whatever the dispatcher's user can read"],
+    if profile.sandbox == "off" or (profile.sandbox == "auto" and shutil.which("bwrap") is None):
+        data = {"sandbox": profile.sandbox, "read": ["whatever the dispatcher's user can read"],
                 "write": ["whatever the dispatcher's user can write"], "network": network}
+        if profile.sandbox == "auto":  # what this host would do; `kanban status` names
+            data["unsandboxed"] = NO_BWRAP  # each live dispatcher's own answer
+        return data
     own = f"HOME {card_home}" if card_home is not None else "HOME (the card's own)"
     system = [f"{p} (secrets hidden)" if p == "/etc" else p
               for p in SYSTEM_READ if os.path.lexists(p)]
@@ -104,10 +108,15 @@ def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
 
 def reach_lines(data: dict[str, Any]) -> list[str]:
     """`reach`'s answer as three lines: reads, writes, network."""
-    unsandboxed = " (unsandboxed: sandbox = \"off\")" if data["sandbox"] == "off" else ""
+    why = "sandbox = \"off\"" if data["sandbox"] == "off" else data.get("unsandboxed")
+    unsandboxed = f" (unsandboxed: {why})" if why else ""
+    network = network_text(data["network"])
+    if why and data["network"] is not True:  # no namespace to cut it: only web tools obey
+        network = ("off" if data["network"] is False else network) + \
+            " for the web tools; commands are not held to it"
     return [f"reads: {', '.join(data['read'])}{unsandboxed}",
             f"writes: {', '.join(data['write'])}",
-            f"network: {network_text(data['network'])}"]
+            f"network: {network}"]
 
 
 def network_value(network: object) -> bool | list[str]:

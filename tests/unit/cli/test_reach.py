@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kanban.service import Kanban
 from kanban.state.config import Profile
 from kanban.state.config_parse import parse_config
@@ -68,6 +70,21 @@ def test_a_cards_host_list_is_named_by_status_and_context(cli: Cli, kanban: Kanb
         ["pypi.org", "*.pythonhosted.org"]
     for command in (("status",), ("context", "1")):
         assert "network: only pypi.org, *.pythonhosted.org" in cli.ok(*command).stdout
+
+
+def test_without_bwrap_an_auto_profile_is_shown_unsandboxed(
+        cli: Cli, kanban: Kanban, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sandbox = "auto" on a host without bwrap runs commands plainly: context says so
+    rather than list a wall that is not there."""
+    (home_of(kanban) / "config.toml").write_text(CONFIG)
+    cli.add("build it", "--profile", "builder")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    data = cli.json("context", "1", "--json")["reach"]
+    assert data["unsandboxed"] == "bwrap is not installed on this host", data
+    assert "/srv/reference" not in data["read"]
+    text = cli.ok("context", "1").stdout
+    assert "(unsandboxed: bwrap is not installed on this host)" in text
+    assert "network: off for the web tools; commands are not held to it" in text
 
 
 def test_a_host_list_network_renders_as_its_hosts() -> None:
