@@ -90,6 +90,8 @@ class Workbench:
     # Folders no tool may reach (the board's: kanban.worker.sandboxing.hidden_folders, the
     # same list the sandbox hides from commands)
     hidden: tuple[Path, ...] = ()
+    # The card's own HOME in its sandbox (on the board's disk): counted in its budget
+    own_home: Path | None = None
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _private: Path | None = None  # where commands' outputs are written first
 

@@ -172,6 +172,35 @@ def test_a_flood_of_small_files_is_stopped_near_the_budget(attack: Attack) -> No
     assert disk_usage(attack.workspace(card)) < BUDGET + MARGIN
 
 
+def test_a_flood_into_the_cards_own_home_counts_against_the_budget(attack: Attack) -> None:
+    """The card's HOME lies on the board's disk beside the workspace: files written there
+    are the card's too (they were not measured: 2 GB of them passed unseen)."""
+    attack.configure(profile("required"), f"max_workspace_bytes = {BUDGET}")
+    flood = ("for i in $(seq 1 2000); do head -c 1000000 /dev/zero > ~/f$i; sleep 0.01; "
+             "done")
+    card, _ = attack.run([("terminal", {"command": flood, "timeout_s": 300})])
+    status, error = attack.card(card)
+    seen = shown(attack, card)
+    assert status == "blocked", seen
+    assert "max_workspace_bytes" in (error or "") and "HOME" in (error or ""), error
+    assert "stopped" in seen[0]
+    home = attack.board.home / "homes" / "default" / str(card)
+    assert disk_usage(home) < BUDGET + MARGIN
+
+
+def test_the_private_tmp_is_bounded_by_the_budget(attack: Attack) -> None:
+    """/tmp in the sandbox is memory (a tmpfs): without a size, a flood there takes the
+    host's RAM. It holds at most the budget; the writes past it fail."""
+    attack.configure(profile("required"), f"max_workspace_bytes = {BUDGET}")
+    flood = ("for i in $(seq 1 200); do head -c 1000000 /dev/zero > /tmp/f$i || break; "
+             "done; echo wrote=$i; du -sb /tmp")
+    card, (result,) = attack.run([("terminal", {"command": flood, "timeout_s": 300})])
+    assert attack.card(card)[0] == "done", attack.card(card)
+    assert "No space left on device" in result, result
+    held = [int(line.split()[0]) for line in result.splitlines() if line.endswith("\t/tmp")]
+    assert held and held[0] <= BUDGET, result
+
+
 def test_a_command_in_a_full_workspace_is_not_run(attack: Attack) -> None:
     attack.configure(profile("off"), f"max_workspace_bytes = {BUDGET}")
     card = attack.board.add("full", profile="attacker")
