@@ -7,6 +7,7 @@ The bubblewrap arguments are built from this in `kanban.tools.sandbox`; `kanban 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import stat
@@ -20,6 +21,12 @@ from kanban.state.errors import ConfigError
 SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc")
 # Where host Unix sockets live: never bound for a card without the network.
 SOCKET_DIRS = (Path("/run"), Path("/var/run"))
+# The host's shared /tmp holds other programs' sockets (X11, tmux, ssh-agent, PostgreSQL on
+# some systems): a card gets its own /tmp, and without the network none of those.
+SHARED_TMP = (Path("/tmp"), Path("/var/tmp"))
+TMP_SOCKETS = (".X11-unix", ".ICE-unix", ".XIM-unix", ".font-unix", "tmux-*", "ssh-*",
+               "screen*", "uscreens", ".s.PGSQL.*", "mysql*.sock", "dbus-*", "gpg-*",
+               "systemd-private-*")
 NO_BWRAP = "bwrap is not installed on this host"
 
 
@@ -46,9 +53,10 @@ def _grant_problem(path: Path, folder: Path | None, network: object) -> str | No
         return "is the whole host; name the folders a card needs"
     if folder is not None and _within(path, folder.absolute()):
         return f"lies in the board's folder {folder}, which every card's sandbox hides"
-    if network is not True and (any(_within(path, d) for d in SOCKET_DIRS) or _socket(path)):
+    if network is not True and (any(_within(path, d) for d in SOCKET_DIRS) or _socket(path)
+                                or _shared_tmp(path)):
         return ("is a host socket place; a profile without the network gets no host Unix "
-                "sockets (give it network = true to reach it)")
+                "sockets (give it network = true to reach it, or grant a folder of its own)")
     return None
 
 
@@ -69,6 +77,15 @@ def hidden_program(command: str | None, args: Sequence[str], folder: Path | None
 
 def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
+
+
+def _shared_tmp(path: Path) -> bool:
+    """/tmp itself, or one of the places other programs keep their sockets in it."""
+    if path in SHARED_TMP:
+        return True
+    parts = path.parts
+    return len(parts) > 2 and Path(*parts[:2]) in SHARED_TMP and \
+        any(fnmatch.fnmatchcase(parts[2], pattern) for pattern in TMP_SOCKETS)
 
 
 def _socket(path: Path) -> bool:

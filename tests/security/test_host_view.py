@@ -213,6 +213,8 @@ def test_a_grant_into_the_board_folder_or_a_socket_place_is_refused_at_load(
         attack: Attack) -> None:
     for grant, reason in [(f'sandbox_read = ["{attack.board.home}"]', "the board's folder"),
                           ('sandbox_write = ["/run/postgresql"]', "host socket place"),
+                          ('sandbox_write = ["/tmp"]', "host socket place"),
+                          ('sandbox_read = ["/tmp/.X11-unix"]', "host socket place"),
                           ('sandbox_read = ["home/me"]', "not an absolute path")]:
         configure(attack, extra=grant)
         refused = kanban(attack.board.path, "dispatch", "--once", check=False)

@@ -113,7 +113,8 @@ def test_grants_expand_the_real_home_and_nonsense_is_refused_in_one_line(
             assert reason in exc.message and "\n" not in exc.message, exc.message
         else:
             raise AssertionError(f"{key} = {value!r} was accepted")
-    refused = ("/run/postgresql", "/var/run/docker.sock")
+    refused = ("/run/postgresql", "/var/run/docker.sock", "/tmp", "/var/tmp",
+               "/tmp/.X11-unix", "/tmp/tmux-1000", "/tmp/ssh-XXXXabcd/agent.42")
     for path in refused:
         try:
             parse_config({"profiles": {"p": {"sandbox_read": [path], "network": False}}}, board)
@@ -122,6 +123,8 @@ def test_grants_expand_the_real_home_and_nonsense_is_refused_in_one_line(
         else:
             raise AssertionError(f"{path} was granted without a network")
         parse_config({"profiles": {"p": {"sandbox_read": [path]}}}, board)  # network: allowed
+    parse_config({"profiles": {"p": {"sandbox_read": ["/tmp/reference-data"],
+                                     "network": False}}}, board)  # a folder of its own
 
 
 def test_a_stdio_server_in_the_board_folder_is_refused_at_load(tmp_path: Path) -> None:
