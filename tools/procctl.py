@@ -163,9 +163,22 @@ def kill_adopted(known: Iterable[tuple[int, int]] | Callable[[int, int], bool], 
         if not strays or not reap or time.monotonic() > deadline:
             break
         for pid in strays:
-            with suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)  # dead now; its children are ours from this moment
+            _reap_by(pid, deadline)  # dead now; its children are ours from this moment
     return killed
+
+
+def _reap_by(pid: int, deadline: float) -> None:
+    """Wait for a killed child, but not past `deadline` (one the signal could not reach, a
+    set-user-ID program's, must not hold the sweep for ever)."""
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                return
+        except (ChildProcessError, OSError):
+            return
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.001)
 
 
 def _group(pid: int) -> int | None:
