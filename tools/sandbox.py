@@ -28,6 +28,7 @@ from kanban.tools.sandbox_session import SandboxSession
 PROBE_TIMEOUT_S = 10.0
 SANDBOX_MODES = ("auto", "required", "off")
 TMP = Path("/tmp")
+SHM_BYTES = 64 << 20  # the sandbox's /dev/shm (semaphores, shared memory), as Docker sizes it
 # Mounts made in order of depth; at one depth: read-only binds, then empty tmpfs and hidden
 # files, then writable binds (a hidden folder may hold the workspace, or sit inside it),
 # then the read-only overlays that protect parts of writable folders (read-only wins).
@@ -76,7 +77,10 @@ class SandboxPolicy:
                 args += ["--ro-bind", str(path), str(path)]
             else:
                 args += [kind, str(path), str(path)]
-        for path in (*self.system.hidden_dirs, *self.hidden):  # empty and read-only
+        # /dev is a tmpfs too (half the RAM): read-only, but for a small /dev/shm of its own
+        args += [*(["--size", str(min(self.tmp_bytes or SHM_BYTES, SHM_BYTES))]
+                   if sizes_tmpfs(bwrap) else []), "--tmpfs", "/dev/shm"]
+        for path in (*self.system.hidden_dirs, *self.hidden, Path("/dev")):  # read-only
             args += ["--remount-ro", str(path)]
         if self.home is not None:
             args += ["--setenv", "HOME", str(self.home)]

@@ -189,16 +189,25 @@ def test_a_flood_into_the_cards_own_home_counts_against_the_budget(attack: Attac
 
 
 def test_the_private_tmp_is_bounded_by_the_budget(attack: Attack) -> None:
-    """/tmp in the sandbox is memory (a tmpfs): without a size, a flood there takes the
-    host's RAM. It holds at most the budget; the writes past it fail."""
+    """/tmp, /dev and /dev/shm in the sandbox are memory (tmpfs): without a size, a flood
+    there takes half the host's RAM. /tmp holds at most the budget, /dev/shm 64 MiB, and /dev
+    itself is read-only; the writes past them fail."""
     attack.configure(profile("required"), f"max_workspace_bytes = {BUDGET}")
     flood = ("for i in $(seq 1 200); do head -c 1000000 /dev/zero > /tmp/f$i || break; "
-             "done; echo wrote=$i; du -sb /tmp")
-    card, (result,) = attack.run([("terminal", {"command": flood, "timeout_s": 300})])
+             "done; du -sb /tmp")
+    shm = ("head -c 200000000 /dev/zero > /dev/shm/big; du -sb /dev/shm; "
+           "echo x > /dev/planted; echo x > /dev/null && echo NULL-OK")
+    card, (result, devices) = attack.run([("terminal", {"command": flood, "timeout_s": 300}),
+                                          ("terminal", {"command": shm})])
     assert attack.card(card)[0] == "done", attack.card(card)
     assert "No space left on device" in result, result
     held = [int(line.split()[0]) for line in result.splitlines() if line.endswith("\t/tmp")]
     assert held and held[0] <= BUDGET, result
+    assert "No space left on device" in devices and "NULL-OK" in devices, devices
+    held = [int(line.split()[0]) for line in devices.splitlines()
+            if line.endswith("\t/dev/shm")]
+    assert held and held[0] <= 64 << 20, devices
+    assert "/dev/planted: Read-only file system" in devices, devices
 
 
 def test_a_command_in_a_full_workspace_is_not_run(attack: Attack) -> None:
