@@ -30,15 +30,20 @@ def build_dispatcher(kb: Kanban, location: DbLocation,
                       options=options)
 
 
+def unsandboxed_note() -> str | None:
+    """The warning a dispatcher starts with on a host where bwrap cannot sandbox commands."""
+    sandbox = check_sandbox()  # cached: the dispatcher's registration asks the same
+    if sandbox.available:
+        return None
+    return (f"commands are UNSANDBOXED: {sandbox.reason}. Unknown and dangerous commands "
+            "wait for a person's approval, even under approval = \"allow\" (unless the "
+            "profile also says sandbox = \"off\")")
+
+
 def startup_notes(dispatcher: Dispatcher) -> list[str]:
-    """What a person should know as the dispatcher starts."""
+    """What a person should know as the dispatcher starts (beside `unsandboxed_note`)."""
     default = dispatcher.config.profile("default")
     notes: list[str] = []  # the worker limit and board are in the "started" log line
-    sandbox = check_sandbox()  # cached: the dispatcher's registration asks the same
-    if not sandbox.available:
-        notes.append(f"commands are UNSANDBOXED: {sandbox.reason}. Unknown and dangerous "
-                     "commands wait for a person's approval, even under approval = \"allow\" "
-                     "(unless the profile also says sandbox = \"off\")")
     if default.model is None and default.resolved_model(dispatcher.env) == SCRIPTED_DEMO:
         notes.append("no API key configured: the default profile uses the offline scripted "
                      "demo model (set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a model in "
@@ -69,10 +74,15 @@ def stop_on_signals(dispatcher: Dispatcher) -> Iterator[None]:
 
 
 def dispatch(kb: Kanban, location: DbLocation, options: DispatchOptions, *,
-             once: bool = False, say: Callable[[str], None] = print) -> Dispatcher:
+             once: bool = False, say: Callable[[str], None] = print,
+             headline: str | None = None) -> Dispatcher:
+    """Run a dispatcher in this process; its first line says so when commands run
+    unsandboxed, then `headline`, then the other start-up notes."""
     dispatcher = build_dispatcher(kb, location, options)
     seal_dispatcher()
-    for note in startup_notes(dispatcher):
+    warning = unsandboxed_note()
+    for note in [*([warning] if warning else []), *([headline] if headline else []),
+                 *startup_notes(dispatcher)]:
         say(note)
     dispatcher.exit_when_stuck = True  # this process is the dispatcher (stopping.py)
     with stop_on_signals(dispatcher), serving_metrics(dispatcher, say):

@@ -84,8 +84,10 @@ class Profile:
     dangerous_patterns: tuple[str, ...] = setting((), "Regexes of commands that need approval, "
                                                   "beside the built-in rules.", kind=REGEXES)
     max_file_bytes: int = setting(1_048_576, "The largest file the file tools read or write.")
-    max_workspace_bytes: int = setting(4 << 30, "The disk a card's workspace may take; past it "
-                                       "the command stops and the card blocks.",
+    max_workspace_bytes: int = setting(4 << 30, "The disk a card's workspace (with its own HOME "
+                                       "in a sandbox) may take; past it the command stops and "
+                                       "the card blocks. The sandbox's private /tmp holds at "
+                                       "most as much.",
                                        range=Range(1 << 20, 1 << 50))
     command_timeout_s: float = setting(120.0, "The terminal's default seconds per command, "
                                        "always within the card's time.")

@@ -7,6 +7,7 @@ The bubblewrap arguments are built from this in `kanban.tools.sandbox`; `kanban 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import stat
@@ -20,6 +21,13 @@ from kanban.state.errors import ConfigError
 SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc")
 # Where host Unix sockets live: never bound for a card without the network.
 SOCKET_DIRS = (Path("/run"), Path("/var/run"))
+# The host's shared /tmp holds other programs' sockets (X11, tmux, ssh-agent, PostgreSQL on
+# some systems): a card gets its own /tmp, and without the network none of those.
+SHARED_TMP = (Path("/tmp"), Path("/var/tmp"))
+TMP_SOCKETS = (".X11-unix", ".ICE-unix", ".XIM-unix", ".font-unix", "tmux-*", "ssh-*",
+               "screen*", "uscreens", ".s.PGSQL.*", "mysql*.sock", "dbus-*", "gpg-*",
+               "systemd-private-*")
+NO_BWRAP = "bwrap is not installed on this host"
 
 
 def grants(values: Any, key: str, where: str, *, folder: Path | None,
@@ -45,9 +53,10 @@ def _grant_problem(path: Path, folder: Path | None, network: object) -> str | No
         return "is the whole host; name the folders a card needs"
     if folder is not None and _within(path, folder.absolute()):
         return f"lies in the board's folder {folder}, which every card's sandbox hides"
-    if network is not True and (any(_within(path, d) for d in SOCKET_DIRS) or _socket(path)):
+    if network is not True and (any(_within(path, d) for d in SOCKET_DIRS) or _socket(path)
+                                or _shared_tmp(path)):
         return ("is a host socket place; a profile without the network gets no host Unix "
-                "sockets (give it network = true to reach it)")
+                "sockets (give it network = true to reach it, or grant a folder of its own)")
     return None
 
 
@@ -70,6 +79,15 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def _shared_tmp(path: Path) -> bool:
+    """/tmp itself, or one of the places other programs keep their sockets in it."""
+    if path in SHARED_TMP:
+        return True
+    parts = path.parts
+    return len(parts) > 2 and Path(*parts[:2]) in SHARED_TMP and \
+        any(fnmatch.fnmatchcase(parts[2], pattern) for pattern in TMP_SOCKETS)
+
+
 def _socket(path: Path) -> bool:
     try:
         return stat.S_ISSOCK(path.stat().st_mode)
@@ -90,9 +108,12 @@ def runs_commands(profile: Any) -> bool:
 def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
     """What a card of `profile` can read and write and its network, as `--json` shows it."""
     network = network_value(profile.network)
-    if profile.sandbox == "off":
-        return {"sandbox": "off", "read": ["whatever the dispatcher's user can read"],
+    if profile.sandbox == "off" or (profile.sandbox == "auto" and shutil.which("bwrap") is None):
+        data = {"sandbox": profile.sandbox, "read": ["whatever the dispatcher's user can read"],
                 "write": ["whatever the dispatcher's user can write"], "network": network}
+        if profile.sandbox == "auto":  # what this host would do; `kanban status` names
+            data["unsandboxed"] = NO_BWRAP  # each live dispatcher's own answer
+        return data
     own = f"HOME {card_home}" if card_home is not None else "HOME (the card's own)"
     system = [f"{p} (secrets hidden)" if p == "/etc" else p
               for p in SYSTEM_READ if os.path.lexists(p)]
@@ -104,10 +125,15 @@ def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
 
 def reach_lines(data: dict[str, Any]) -> list[str]:
     """`reach`'s answer as three lines: reads, writes, network."""
-    unsandboxed = " (unsandboxed: sandbox = \"off\")" if data["sandbox"] == "off" else ""
+    why = "sandbox = \"off\"" if data["sandbox"] == "off" else data.get("unsandboxed")
+    unsandboxed = f" (unsandboxed: {why})" if why else ""
+    network = network_text(data["network"])
+    if why and data["network"] is not True:  # no namespace to cut it: only web tools obey
+        network = ("off" if data["network"] is False else network) + \
+            " for the web tools; commands are not held to it"
     return [f"reads: {', '.join(data['read'])}{unsandboxed}",
             f"writes: {', '.join(data['write'])}",
-            f"network: {network_text(data['network'])}"]
+            f"network: {network}"]
 
 
 def network_value(network: object) -> bool | list[str]:

@@ -70,15 +70,26 @@ def limit(bench: Workbench) -> int:
     return bench.profile.max_workspace_bytes
 
 
+def places(bench: Workbench) -> list[Path]:
+    """What the budget covers: the workspace, and the card's own HOME when it has one."""
+    home, workspace = bench.own_home, bench.workspace
+    if home is None or home == workspace or workspace in home.parents:
+        return [workspace]
+    return [workspace, home]
+
+
 def used(bench: Workbench, *, recent: bool = False) -> int:
-    """The workspace's disk usage (up to just past its budget). `recent`: a measure taken
-    lately will do (a big workspace takes a second to walk: at most every 20 such)."""
+    """The disk usage of the workspace and the card's HOME (up to just past the budget).
+    `recent`: a measure taken lately will do (a big workspace takes a second to walk: at
+    most every 20 such)."""
     key, now = str(bench.workspace), time.monotonic()
     if recent and key in _measured:
         at, size, cost = _measured[key]
         if now - at < min(REUSE_MAX_S, REUSE_FACTOR * cost):
             return size
-    size = disk_usage(bench.workspace, stop_above=limit(bench))
+    size = 0
+    for place in places(bench):
+        size += disk_usage(place, stop_above=limit(bench) - size)
     _measured[key] = (now, size, time.monotonic() - now)
     return size
 
@@ -88,7 +99,8 @@ def over(bench: Workbench) -> str | None:
     now = used(bench)
     if now <= limit(bench):
         return None
-    return (f"the card's workspace takes more than its budget of {limit(bench):,} bytes "
+    what = "workspace and its HOME take" if len(places(bench)) > 1 else "workspace takes"
+    return (f"the card's {what} more than its budget of {limit(bench):,} bytes "
             f"(max_workspace_bytes of profile {bench.profile.name!r}; "
             f"{now:,} bytes or more measured)")
 

@@ -25,6 +25,8 @@ GIT_INTERNALS = "write into git hooks or config"
 STARTUP_FILE = "write to a shell start-up file"
 UNDER_ETC = "write under /etc"
 KILL_ALL = "killing every process"
+OTHER_USERS = "killing another user's processes"
+OUTLIVES = "a command handed to a service that outlives the card"
 
 
 @dataclass(frozen=True)
@@ -240,11 +242,32 @@ def rsync_rule(call: Call) -> Verdict | None:
 
 
 def kill_rule(call: Call) -> Verdict | None:
-    """`kill -9 -1`, `kill -- -1`, `kill -s KILL -1`: every process the user may signal."""
+    """`kill -9 -1`, `kill -- -1`, `kill -s KILL -1`: every process the user may signal;
+    a literal pid (or group) of another user's process, or init's."""
     texts = call.texts
     skip = 2 if texts[:1] in (["-s"], ["-n"]) else \
         1 if texts[:1] and texts[0].startswith("-") and texts[0] != "--" else 0
-    return danger(KILL_ALL) if "-1" in [t for t in texts[skip:] if t != "--"] else None
+    targets = [t for t in texts[skip:] if t != "--"]
+    if "-1" in targets:
+        return danger(KILL_ALL)
+    dynamic = [a for a in call.args[skip:] if a.dynamic and a.text not in ("$$", "$!")]
+    if dynamic and os.geteuid() == 0:  # root may signal anyone's: whose is unknown
+        return unknown("kill, as root, of a pid known only when the command runs")
+    for target in targets:
+        pid = target.lstrip("-")
+        if pid.isdigit() and int(pid) == 1:
+            return danger("killing init (pid 1)")
+        if pid.isdigit() and _owner(int(pid)) not in (None, os.getuid()):
+            return danger(OTHER_USERS)
+    return None
+
+
+def _owner(pid: int) -> int | None:
+    """Who owns process `pid` on this host, or None when there is none."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except (OSError, ValueError):
+        return None
 
 
 _MATCH_ALL = {".", ".*", "^", "", "^.*", ".+", "*"}
@@ -260,7 +283,7 @@ def pkill_rule(call: Call) -> Verdict | None:
         elif text.startswith(("--user=", "--uid=", "--euid=")):
             user = text.split("=", 1)[1]
         if user is not None and any(u not in (me, str(os.getuid())) for u in user.split(",")):
-            return danger("killing another user's processes")
+            return danger(OTHER_USERS)
     patterns = _operands(call.args)
     flags_with_value = {"-u", "-U", "-s", "--signal", "-g", "-G", "-P", "-t", "--user",
                         "-n", "-o", "--older-than", "--younger-than", "-y"}
@@ -268,6 +291,55 @@ def pkill_rule(call: Call) -> Verdict | None:
     patterns = [p for p in patterns if p.text not in values]
     if any(p.text in _MATCH_ALL for p in patterns):
         return danger(KILL_ALL)
+    mine = any(t in ("-u", "-U", "--user", "--euid", "--uid") or
+               t.startswith(("--user=", "--uid=", "--euid=")) for t in texts)
+    if patterns and os.geteuid() == 0 and not mine:  # by name, as root: everyone's
+        return danger(OTHER_USERS + " (by name, as root)")
+    return None
+
+
+def scheduler_rule(call: Call) -> Verdict | None:
+    """at, batch, crontab, systemd-run, tmux and screen servers run a command after the
+    card's processes are gone, outside its sandbox: what a daemon cannot do, they do."""
+    texts = call.texts
+    if call.program == "crontab" and set(texts) <= {"-l", "-u"} | set(texts[1:2]) and \
+            "-l" in texts:
+        return None  # a listing
+    if call.program in ("at", "atq") and (call.program == "atq" or
+                                          set(texts) & {"-l", "-c", "-r", "-d"}):
+        return None  # listing, showing or removing jobs
+    if call.program == "tmux" and not set(texts) & _TMUX_RUNS:
+        return None  # ls, attach, kill-server...
+    if call.program == "screen" and not any(t.startswith("-") and set(t[1:]) & set("dDmX")
+                                            for t in texts):
+        return None
+    return danger(OUTLIVES)
+
+
+_TMUX_RUNS = frozenset({"new-session", "new", "new-window", "neww", "split-window", "splitw",
+                        "send-keys", "send", "run-shell", "run", "respawn-pane", "respawnp",
+                        "respawn-window", "respawnw", "if-shell", "if", "pipe-pane",
+                        "pipep", "source-file", "source", "set-hook", "display-popup",
+                        "popup"})
+
+
+def builder_rule(call: Call) -> Verdict | None:
+    """GNU parallel builds its commands from arguments and input."""
+    return unknown(f"{call.program} builds the commands it runs from its input")
+
+
+def awk_rule(call: Call) -> Verdict | None:
+    """awk programs may run commands: system(), print | "cmd", "cmd" | getline."""
+    args, i = call.args, 0
+    while i < len(args) and args[i].text.startswith("-") and args[i].text != "--":
+        if args[i].text in ("-f", "--file"):
+            return None  # the program is a file (the workspace's own)
+        i += 2 if args[i].text in ("-v", "-F", "--assign", "--field-separator") else 1
+    i += 1 if i < len(args) and args[i].text == "--" else 0
+    program = args[i] if i < len(args) else None
+    if program is not None and (program.dynamic or "system" in program.text or
+                                "|" in program.text):
+        return unknown(f"an {call.program} program that may run commands")
     return None
 
 
@@ -279,4 +351,8 @@ RULES: dict[str, Callable[[Call], Verdict | None]] = {
     "rm": rm_rule, "mv": mv_rule, "git": git_rule, "rsync": rsync_rule, "kill": kill_rule,
     "pkill": pkill_rule, "killall": pkill_rule, "shred": truncating_rule,
     "truncate": truncating_rule,
+    **dict.fromkeys(("at", "batch", "crontab", "systemd-run", "tmux", "screen"),
+                    scheduler_rule),
+    "parallel": builder_rule,
+    **dict.fromkeys(("awk", "gawk", "mawk", "nawk"), awk_rule),
 }

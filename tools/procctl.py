@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable, MutableMapping
 from contextlib import suppress
 from pathlib import Path
@@ -21,7 +22,9 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 _PROC = Path("/proc")
 _ENV_START_FIELD = 50  # /proc/PID/stat, counted from 1 (proc(5))
-SWEEP_ROUNDS = 32  # a daemon's children are adopted when it dies: sweep again, this often
+# A daemon's children are adopted when it dies: sweep again until none is left, for at most
+# this long (a chain of processes, each waiting on the next, dies one generation a round).
+SWEEP_S = 5.0
 _LIBC: list[ctypes.CDLL | None] = []  # loaded once (in a forkserver: for all its workers)
 
 
@@ -142,24 +145,60 @@ def children(parent: int | None = None) -> dict[int, int]:
 def kill_adopted(known: Iterable[tuple[int, int]] | Callable[[int, int], bool], *,
                  reap: bool = True) -> int:
     """SIGKILL every child of this process that `known` does not name (pairs of pid and
-    start time, or a predicate on them); the number killed. Only a subreaper adopts:
-    elsewhere its children are all its own. `reap`: wait for each and sweep again as their
-    own children are adopted; without it (an event loop that reaps on SIGCHLD and sweeps
-    again then), one round that never blocks."""
+    start time, or a predicate on them), with its process group when that group is none of
+    ours; the number killed. Only a subreaper adopts: elsewhere its children are all its
+    own. `reap`: wait for each and sweep again as their own children are adopted, until
+    none is left (for at most SWEEP_S); without it (an event loop that reaps on SIGCHLD and
+    sweeps again then), one round that never blocks."""
     is_known = known if callable(known) else _member(set(known))
     killed = 0
-    for _ in range(SWEEP_ROUNDS if reap else 1):
-        strays = [pid for pid, start in children().items() if not is_known(pid, start)]
+    deadline = time.monotonic() + SWEEP_S
+    while True:
+        found = children()
+        strays = [pid for pid, start in found.items() if not is_known(pid, start)]
+        kept = {_group(pid) for pid in found if pid not in strays} | {os.getpgrp()}
         for pid in strays:
-            with suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            _kill_with_group(pid, kept)
         killed += len(strays)
-        if not strays or not reap:
+        if not strays or not reap or time.monotonic() > deadline:
             break
         for pid in strays:
-            with suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)  # dead now; its children are ours from this moment
+            _reap_by(pid, deadline)  # dead now; its children are ours from this moment
     return killed
+
+
+def _reap_by(pid: int, deadline: float) -> None:
+    """Wait for a killed child, but not past `deadline` (one the signal could not reach, a
+    set-user-ID program's, must not hold the sweep for ever)."""
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                return
+        except (ChildProcessError, OSError):
+            return
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.001)
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _kill_with_group(pid: int, kept: set[int | None]) -> None:
+    """SIGKILL `pid` and, unless it is in a group of ours or of a process we keep, its whole
+    process group in one stroke: a daemon's descendants that stayed in its group (a chain
+    of forks, a process that forks and exits over and over) die at once, not one
+    generation per sweep."""
+    group = _group(pid)
+    if group is not None and group not in kept:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    with suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _member(pairs: set[tuple[int, int]]) -> Callable[[int, int], bool]:

@@ -27,6 +27,8 @@ from kanban.tools.sandbox_session import SandboxSession
 
 PROBE_TIMEOUT_S = 10.0
 SANDBOX_MODES = ("auto", "required", "off")
+TMP = Path("/tmp")
+SHM_BYTES = 64 << 20  # the sandbox's /dev/shm (semaphores, shared memory), as Docker sizes it
 # Mounts made in order of depth; at one depth: read-only binds, then empty tmpfs and hidden
 # files, then writable binds (a hidden folder may hold the workspace, or sit inside it),
 # then the read-only overlays that protect parts of writable folders (read-only wins).
@@ -50,6 +52,9 @@ class SandboxPolicy:
     # A card with a network list: no network of its own, but this proxy's folder (bound
     # read-only) reached through kanban.tools.netbridge.
     proxy_socket: Path | None = None
+    # The private /tmp is memory: at most this many bytes of it (None: tmpfs's default, half
+    # the RAM), where this bwrap can say so.
+    tmp_bytes: int | None = None
     system: SystemView = field(default_factory=system_view, repr=False)
 
     def wrap(self, argv: Sequence[str], cwd: Path, bwrap: str = "bwrap") -> list[str]:
@@ -62,7 +67,9 @@ class SandboxPolicy:
             args += ["--cap-drop", "ALL"]
         args += _system_args(self.system)
         for path, kind in self._mounts():
-            if kind == "--tmpfs":
+            if kind == "--tmpfs" and path == TMP and self.tmp_bytes and sizes_tmpfs(bwrap):
+                args += ["--size", str(self.tmp_bytes), kind, str(path)]
+            elif kind == "--tmpfs":
                 args += [kind, str(path)]
             elif kind == "--hide":
                 args += ["--ro-bind", "/dev/null", str(path)]
@@ -70,7 +77,10 @@ class SandboxPolicy:
                 args += ["--ro-bind", str(path), str(path)]
             else:
                 args += [kind, str(path), str(path)]
-        for path in (*self.system.hidden_dirs, *self.hidden):  # empty and read-only
+        # /dev is a tmpfs too (half the RAM): read-only, but for a small /dev/shm of its own
+        args += [*(["--size", str(min(self.tmp_bytes or SHM_BYTES, SHM_BYTES))]
+                   if sizes_tmpfs(bwrap) else []), "--tmpfs", "/dev/shm"]
+        for path in (*self.system.hidden_dirs, *self.hidden, Path("/dev")):  # read-only
             args += ["--remount-ro", str(path)]
         if self.home is not None:
             args += ["--setenv", "HOME", str(self.home)]
@@ -82,12 +92,23 @@ class SandboxPolicy:
         writable = (*self.writable, *((self.home,) if self.home is not None else ()))
         mounts = [*((p, "--hide") for p in view.hidden_files),
                   *((p, "--tmpfs") for p in view.hidden_dirs),
-                  (Path("/tmp"), "--tmpfs"), *((p, "--tmpfs") for p in self.hidden),
+                  (TMP, "--tmpfs"), *((p, "--tmpfs") for p in self.hidden),
                   *((p, "--ro-bind") for p in self.readable),
                   *((p.parent, "--ro-bind") for p in (self.proxy_socket,) if p is not None),
                   *((p, "--bind") for p in writable),
                   *((p, "--ro-over") for p in self.readonly)]
         return sorted(mounts, key=lambda m: (len(m[0].parts), _RANK[m[1]]))
+
+
+@functools.cache
+def sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap takes `--size` for a tmpfs (0.7 and later)."""
+    try:
+        proc = subprocess.run([bwrap, "--help"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in proc.stdout + proc.stderr
 
 
 @functools.cache

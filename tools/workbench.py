@@ -93,6 +93,8 @@ class Workbench:
     # Places the file tools read but never write: what the sandbox shows commands read-only
     # (kanban.worker.sandboxing.RunnerChoice.readonly)
     readonly: tuple[Path, ...] = ()
+    # The card's own HOME in its sandbox (on the board's disk): counted in its budget
+    own_home: Path | None = None
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _private: Path | None = None  # where commands' outputs are written first
 

@@ -129,7 +129,8 @@ def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Pa
     return SandboxPolicy(writable=(*wall.writable, *granted), hidden=hidden,
                          network=network is True, home=card_home,
                          readable=tuple(dict.fromkeys(readable)), readonly=wall.readonly,
-                         proxy_socket=proxy.socket_path if proxy else None)
+                         proxy_socket=proxy.socket_path if proxy else None,
+                         tmp_bytes=profile.max_workspace_bytes)
 
 
 def _existing(paths: Sequence[str]) -> list[Path]:

@@ -13,6 +13,7 @@ from kanban.agent.types import ToolCall, ToolResult, ToolSpec
 from kanban.records import CardRecord
 from kanban.state.config import Config, Profile
 from kanban.state.network import Network
+from kanban.state.sandbox_paths import card_home_path
 from kanban.tools import delegate
 from kanban.tools.catalog import REGISTRY
 from kanban.tools.delegate import LeadScope
@@ -64,7 +65,8 @@ def workbench(card: CardRecord, profile: Profile, config: Config, *, scope: Work
         deadline=(started if started is not None else time.monotonic()) + timeout
         - DEADLINE_MARGIN_S,
         search_key=env.get(search_var) if search_var else None,
-        hidden=hidden_folders(home, workspace.path), readonly=readonly)
+        hidden=hidden_folders(home, workspace.path), readonly=readonly,
+        own_home=card_home_path(home, card.board, card.id) if runner.name == "bwrap" else None)
 
 
 def toolbox(toolsets: list[str], config: Config, scope: WorkerScope,

@@ -74,8 +74,8 @@ def dispatch(ctx: click.Context, max_workers: int, once: bool, cold: bool,
                               drain_timeout_s=drain_timeout, metrics_port=metrics_port,
                               metrics_host=metrics_host)
     location = location_of(ctx)
-    output.note(f"dispatching from {kb.db.display} (Ctrl-C to stop)")
-    d = run_dispatch(kb, location, options, once=once, say=output.note)
+    d = run_dispatch(kb, location, options, once=once, say=output.note,
+                     headline=f"dispatching from {kb.db.display} (Ctrl-C to stop)")
     output.note(f"dispatcher {d.id} stopped")
     if d.stranded:  # named in its log: their leases lapse, another dispatcher requeues them
         sys.exit(EXIT_STRANDED)

@@ -14,10 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kanban.state.config import Profile
+from kanban.tools.command_rules import Verdict
 from kanban.tools.policy import judge
 from kanban.worker.toolbox import approval_mode
 from tests.security.conftest import Attack, replayer
 from tests.support.llm_server import LLMServer
+from tests.support.pg import skip_or_fail
 from tests.support.procs import kanban
 from tests.support.sandbox import require_bwrap
 
@@ -82,6 +84,24 @@ DANGEROUS = {
     "[[ -d x ]] && rm -rf /x": RM,
     "time rm -rf /x": RM,
     "echo $((1 + 2)); rm -rf /x": RM,
+    # programs that run another one: the one they run is judged
+    "busybox rm -rf /x": RM,
+    "chroot / rm -rf /x": RM,
+    "unshare -r rm -rf /x": RM,
+    "setpriv --reuid 1000 rm -rf /x": RM,
+    "su -c 'rm -rf /x'": RM,
+    "su nobody --command='rm -rf /x'": RM,
+    "runuser -u nobody -- rm -rf /x": RM,
+    "runuser nobody -c 'rm -rf /x'": RM,
+    "script -q -c 'rm -rf /x' /dev/null": RM,
+    # services that run a command after the card's processes are gone
+    "echo 'rm -rf ~' | at now + 1 minute": "a command handed to a service that outlives the card",
+    "batch <<< 'sleep 999'": "a command handed to a service that outlives the card",
+    "crontab evil.cron": "a command handed to a service that outlives the card",
+    "systemd-run --user sleep 999": "a command handed to a service that outlives the card",
+    "tmux new-session -d 'sleep 999'": "a command handed to a service that outlives the card",
+    "screen -dm sleep 999": "a command handed to a service that outlives the card",
+    "kill -9 1": "killing init (pid 1)",
 }
 UNKNOWN = ["$(echo rm) -rf /x", "$CMD -rf /x", "xargs rm -rf < list",
            "echo cm0gLXJmIC8K | base64 -d | sh",
@@ -89,14 +109,19 @@ UNKNOWN = ["$(echo rm) -rf /x", "$CMD -rf /x", "xargs rm -rf < list",
            "node -e 'require(\"fs\").rmSync(\"/x\",{recursive:true})'", "ruby -e 'x'",
            "php -r 'x;'", "cat script | bash", "rm -rf \"$TARGET\"", "bash -c \"$X\"",
            "cat <<EOF | python3\nimport shutil\nEOF\n", "echo $((cd /; rm -rf *))",
-           "case x in a) rm -rf /x;; esac", "echo x'${'$ && rm -rf /x"]
+           "case x in a) rm -rf /x;; esac", "echo x'${'$ && rm -rf /x",
+           "echo /x | xargs -I{} sh -c 'rm -rf {}'", "xargs -I % bash -c 'rm -rf %' < list",
+           "parallel rm -rf ::: /x", "awk 'BEGIN { system(\"rm -rf /x\") }'",
+           "awk -v d=/x 'BEGIN { print | \"sh\" }'", "su - nobody", "script session.log"]
 SAFE = ["ls -la", "rm -rf build", "git status", "git push origin kanban/3", "python3 script.py",
         "grep -r x .", 'echo "rm -rf /" > notes.txt', "cd build && rm -rf *",
         "find . -name '*.pyc' -delete", "find . -exec rm -rf {} +", "git config user.name",
         "git config --get user.email", "git config -l", "bash build.sh", "sh -c 'ls -la'",
-        "cat /etc/hosts > hosts.txt", "pytest -q 2>&1 | tail -5", "kill -9 1234",
+        "cat /etc/hosts > hosts.txt", "pytest -q 2>&1 | tail -5", f"kill -9 {os.getpid()}",
         "echo 'kill -9 -1'", "git log --oneline | head", "mv a.txt b.txt", "make test",
-        "echo MARKER-$((6 * 7))", "[[ -d build ]] && rm -rf build", "time make"]
+        "echo MARKER-$((6 * 7))", "[[ -d build ]] && rm -rf build", "time make",
+        "busybox --list", "xargs -I{} echo {} < list", "awk -F: '{ print $1 }' /etc/passwd",
+        "crontab -l", "atq", "tmux ls", "kill $!", "chroot /srv", "xargs -r grep -l x"]
 
 
 @pytest.mark.parametrize(("command", "rule"), DANGEROUS.items())
@@ -121,6 +146,32 @@ def test_ordinary_commands_stay_safe(command: str) -> None:
                 max_size=30))
 def test_any_text_gets_a_verdict_never_a_crash_or_a_hang(pieces: list[str]) -> None:
     assert judge("".join(pieces)).kind in ("safe", "unknown", "dangerous")
+
+
+def _another_users_process() -> int:
+    me = os.getuid()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int(entry.name) != 1 and entry.stat().st_uid != me:
+                return int(entry.name)
+        except OSError:
+            continue
+    skip_or_fail("no process of another user runs on this host")
+    raise AssertionError("unreachable")
+
+
+def test_killing_another_users_process_by_pid_or_as_root_by_name_is_named() -> None:
+    other = _another_users_process()
+    for command in (f"kill -9 {other}", f"kill -TERM -- -{other}", f"kill -s KILL {other}"):
+        assert judge(command) == Verdict("dangerous", "killing another user's processes"), \
+            command
+    by_name = [judge("pkill postgres"), judge("killall -9 sshd")]
+    if os.geteuid() == 0:  # root signals every user's processes: whose is not in the text
+        assert all(v.dangerous and "as root" in v.why for v in by_name), by_name
+        assert judge("kill -9 $(pgrep postgres)").kind == "unknown"
+    else:  # anyone else signals only their own
+        assert all(v.safe for v in by_name), by_name
+    assert judge(f"pkill -u {os.getuid()} -f my-server").safe  # one's own, by name
 
 
 def test_an_absolute_path_inside_the_workspace_is_inside(tmp_path: Path) -> None:
@@ -174,6 +225,21 @@ def test_ask_blocks_the_card_with_the_exact_command(attack: Attack, tmp_path: Pa
     assert (victim / "precious.txt").exists()
 
 
+def test_ask_blocks_an_unknown_command_a_delete_hidden_behind_xargs(attack: Attack,
+                                                                   tmp_path: Path) -> None:
+    """xargs -I puts its input into `sh -c`'s string: what that shell runs is not in the
+    text, so under ask the card blocks on it (it was judged safe)."""
+    victim = _outside(tmp_path)
+    attack.configure('toolsets = ["kanban", "terminal"]\napproval = "ask"\nsandbox = "off"')
+    command = f"echo {victim} | xargs -I{{}} sh -c 'rm -rf {{}}'"
+    card, _ = attack.run([("terminal", {"command": command})])
+    status, error = attack.card(card)
+    assert status == "blocked" and command in (error or ""), (status, error)
+    assert "unknown command" in (error or "")
+    assert (victim / "precious.txt").read_text() == "keep me"
+    attack.assert_contained()
+
+
 def _path_without_bwrap(tmp_path: Path) -> str:
     """A PATH with every program of this one but bwrap: a host without a sandbox."""
     folder = tmp_path / "no-bwrap-bin"
@@ -202,5 +268,6 @@ def test_an_allow_profile_asks_for_unknown_commands_on_a_host_without_a_sandbox(
     assert status == "blocked" and command in (error or ""), (status, error, run.stderr)
     assert "interpreter one-liner" in (error or "")
     assert not (attack.workspace(card) / "ran.txt").exists()
-    lines = run.stderr.splitlines()  # said up front, before the dispatcher's log begins
-    assert lines[0].startswith("dispatching from") and "UNSANDBOXED" in lines[1], run.stderr
+    lines = run.stderr.splitlines()  # said first, before the dispatcher's log begins
+    assert lines[0].startswith("commands are UNSANDBOXED: bwrap is not installed"), run.stderr
+    assert lines[1].startswith("dispatching from"), run.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -212,8 +213,65 @@ def test_a_grant_into_the_board_folder_or_a_socket_place_is_refused_at_load(
         attack: Attack) -> None:
     for grant, reason in [(f'sandbox_read = ["{attack.board.home}"]', "the board's folder"),
                           ('sandbox_write = ["/run/postgresql"]', "host socket place"),
+                          ('sandbox_write = ["/tmp"]', "host socket place"),
+                          ('sandbox_read = ["/tmp/.X11-unix"]', "host socket place"),
                           ('sandbox_read = ["home/me"]', "not an absolute path")]:
         configure(attack, extra=grant)
         refused = kanban(attack.board.path, "dispatch", "--once", check=False)
         assert refused.returncode != 0 and reason in refused.stderr, refused.stderr
         assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_an_agent_socket_in_the_hosts_tmp_is_unreachable_even_with_the_network(
+        attack: Attack, sandboxed: None, network: bool) -> None:
+    """ssh-agent, tmux and X11 put their sockets in /tmp: the card's /tmp is its own."""
+    folder = Path("/tmp") / f"ssh-kanban{uuid.uuid4().hex[:10]}"
+    try:
+        with unix_server(folder / "agent.4242") as path:
+            configure(attack, network=network)
+            card, (probe, listing) = attack.run([
+                terminal(PROBE_SOCKET.format(path=path)),
+                terminal(f"ls -A /tmp; ls {folder}; echo LISTED")])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert attack.card(card)[0] == "done"
+    assert REACHED not in probe and "exit code 1" in probe, probe
+    assert folder.name not in listing.split(str(folder))[0] and "LISTED" in listing, listing
+    attack.assert_contained()
+
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
+
+
+def test_a_stdio_mcp_server_sees_the_same_minimal_host(
+        attack: Attack, sandboxed: None, dispatcher_home: Path) -> None:
+    """The wall of commands holds for a stdio MCP server too: the dispatcher's HOME and its
+    key files, /root, /etc/shadow and a socket under /run are not there without the
+    network."""
+    if not os.access("/run", os.W_OK) or not os.access("/root", os.W_OK):
+        skip_or_fail("cannot place a socket under /run and a file in /root as this user")
+    folder = Path("/run") / f"kanban-test-{uuid.uuid4().hex}"
+    in_root = Path("/root") / f"kanban-canary-{uuid.uuid4().hex}"
+    in_root.write_text(attack.canaries.file_secret + "\n")
+    paths = [str(dispatcher_home / ".ssh" / "id_canary"),
+             str(dispatcher_home / ".config" / "kanban" / "env"), str(in_root), "/etc/shadow",
+             "/etc/hostname"]
+    try:
+        with unix_server(folder / "sock") as sock:
+            attack.configure(
+                'toolsets = ["kanban", "mcp:test"]\nsandbox = "required"\nnetwork = false',
+                f'[mcp.test]\ncommand = "{sys.executable}"\nargs = ["{MCP_SERVER}"]\n')
+            card, (peek,) = attack.run([("test__peek", {"paths": paths,
+                                                        "sockets": [str(sock)]})],
+                                       env={"HOME": str(dispatcher_home)})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        in_root.unlink()
+    assert attack.card(card)[0] == "done", attack.card(card)
+    seen = dict(line.split(": ", 1) for line in peek.splitlines())
+    assert seen.pop("/etc/hostname").startswith("read"), peek  # the server did read files
+    for path in [*paths[:-1], str(folder / "sock")]:
+        assert not seen[path].startswith(("read", "answered")), (path, peek)
+    assert REACHED not in peek and attack.canaries.file_secret not in peek
+    attack.assert_contained()

@@ -68,6 +68,12 @@ class Recorder:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
                 paths.append(self.path)
+                if self.path.startswith("/redirect?to="):  # a listed host sends us on
+                    self.send_response(302)
+                    self.send_header("Location", self.path.split("=", 1)[1])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = REACHED.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
@@ -140,6 +146,30 @@ def test_web_fetch_obeys_the_same_list(attack: Attack, sandboxed: None,
     assert REFUSED in literal and "'127.0.0.1'" in literal, literal
     assert REACHED not in userinfo, userinfo
     assert server.paths == ["/fetched"]
+
+
+def test_a_listed_host_that_redirects_elsewhere_does_not_open_the_way(
+        attack: Attack, sandboxed: None, server: Recorder) -> None:
+    """The allowed server answers 302 to a host off the list: web_fetch checks every hop
+    against the list, and curl -L asks the proxy again, which refuses."""
+    attack.configure(PROFILE)
+    port = server.port
+    bounce = f"http://allowed.test:{port}/redirect?to=http://denied.test:{port}"
+    card, (fetched, followed, literal) = attack.run([
+        ("web_fetch", {"url": f"{bounce}/fetch-hop"}),
+        ("terminal", {"command": f"curl -sS -L --max-time 5 '{bounce}/curl-hop'; echo rc=$?"}),
+        ("web_fetch", {"url": f"http://allowed.test:{port}/redirect?to="
+                              f"http://127.0.0.1:{port}/literal-hop"}),
+    ])
+    assert attack.card(card)[0] == "done", attack.card(card)
+    assert REFUSED in fetched and "'denied.test'" in fetched, fetched
+    assert REFUSED in followed and REACHED not in followed, followed
+    assert REFUSED in literal and REACHED not in literal, literal
+    # each first hop reached the listed host, no second hop reached anything
+    assert [p.rsplit("/", 1)[1] for p in server.paths] == ["fetch-hop", "curl-hop",
+                                                           "literal-hop"], server.paths
+    assert all(p.startswith("/redirect?to=") for p in server.paths), server.paths
+    attack.assert_contained()
 
 
 def test_hostile_request_lines_reach_nothing_but_the_listed_host(

@@ -75,6 +75,15 @@ DAEMONS = {
     "setsid -f": "setsid -f sleep {m} > /dev/null 2>&1",
     "a daemon's own child": "setsid sh -c 'sleep {m} & sleep {m}' > /dev/null 2>&1 &",
     "nohup setsid, given time": "nohup setsid sleep {m} > /dev/null 2>&1 & sleep 0.5",
+    # Each process forks the next and waits: killing one orphans only the next, so a sweep
+    # that takes one generation a round must go on until none is left.
+    "a chain deeper than a sweep's rounds": "setsid python3 -c 'import os, time\n"
+    "for _ in range(80):\n    if os.fork(): time.sleep(30 + {m} % 30); os._exit(0)\n"
+    "time.sleep(30 + {m} % 30)' > /dev/null 2>&1 & sleep 0.5",
+    # A process that forks and exits at once, for ever: its pid changes faster than a
+    # sweep can list and kill it (it gives up by itself after a minute, in case).
+    "a pid hopper": "setsid python3 -c 'import os, time\nend = time.time() + 30 + {m} % 30\n"
+    "while time.time() < end:\n    os.fork() and os._exit(0)' > /dev/null 2>&1 & sleep 0.5",
 }
 
 
@@ -161,6 +170,44 @@ def test_a_flood_of_small_files_is_stopped_near_the_budget(attack: Attack) -> No
     assert "max_workspace_bytes" in (error or "")
     assert "stopped" in seen[0]
     assert disk_usage(attack.workspace(card)) < BUDGET + MARGIN
+
+
+def test_a_flood_into_the_cards_own_home_counts_against_the_budget(attack: Attack) -> None:
+    """The card's HOME lies on the board's disk beside the workspace: files written there
+    are the card's too (they were not measured: 2 GB of them passed unseen)."""
+    attack.configure(profile("required"), f"max_workspace_bytes = {BUDGET}")
+    flood = ("for i in $(seq 1 2000); do head -c 1000000 /dev/zero > ~/f$i; sleep 0.01; "
+             "done")
+    card, _ = attack.run([("terminal", {"command": flood, "timeout_s": 300})])
+    status, error = attack.card(card)
+    seen = shown(attack, card)
+    assert status == "blocked", seen
+    assert "max_workspace_bytes" in (error or "") and "HOME" in (error or ""), error
+    assert "stopped" in seen[0]
+    home = attack.board.home / "homes" / "default" / str(card)
+    assert disk_usage(home) < BUDGET + MARGIN
+
+
+def test_the_private_tmp_is_bounded_by_the_budget(attack: Attack) -> None:
+    """/tmp, /dev and /dev/shm in the sandbox are memory (tmpfs): without a size, a flood
+    there takes half the host's RAM. /tmp holds at most the budget, /dev/shm 64 MiB, and /dev
+    itself is read-only; the writes past them fail."""
+    attack.configure(profile("required"), f"max_workspace_bytes = {BUDGET}")
+    flood = ("for i in $(seq 1 200); do head -c 1000000 /dev/zero > /tmp/f$i || break; "
+             "done; du -sb /tmp")
+    shm = ("head -c 200000000 /dev/zero > /dev/shm/big; du -sb /dev/shm; "
+           "echo x > /dev/planted; echo x > /dev/null && echo NULL-OK")
+    card, (result, devices) = attack.run([("terminal", {"command": flood, "timeout_s": 300}),
+                                          ("terminal", {"command": shm})])
+    assert attack.card(card)[0] == "done", attack.card(card)
+    assert "No space left on device" in result, result
+    held = [int(line.split()[0]) for line in result.splitlines() if line.endswith("\t/tmp")]
+    assert held and held[0] <= BUDGET, result
+    assert "No space left on device" in devices and "NULL-OK" in devices, devices
+    held = [int(line.split()[0]) for line in devices.splitlines()
+            if line.endswith("\t/dev/shm")]
+    assert held and held[0] <= 64 << 20, devices
+    assert "/dev/planted: Read-only file system" in devices, devices
 
 
 def test_a_command_in_a_full_workspace_is_not_run(attack: Attack) -> None:

@@ -3,7 +3,8 @@
 `python tests/support/mcp_server.py [stdio | http PORT_FILE]`. Tools: `echo(text)`,
 `add(a, b)`, `fail(message)` (an error result), `hang(marker)` (writes its pid to `marker`,
 then waits: a test kills it mid-call), `whereami()` (cwd and whether model keys leaked),
-`confinement(path)` (what a sandbox lets it see and write).
+`confinement(path)` (what a sandbox lets it see and write), `peek(paths, sockets)` (what it
+can read, which Unix sockets answer).
 """
 
 from __future__ import annotations
@@ -64,6 +65,28 @@ def confinement(path: str) -> str:
         wrote = "no"
     leaked = sorted(k for k in os.environ if k.endswith("_API_KEY"))
     return f"pids={len(pids)} max={max(pids)} wrote={wrote} keys={','.join(leaked) or 'none'}"
+
+
+@app.tool()
+def peek(paths: list[str], sockets: list[str]) -> str:
+    """What this server can read of `paths` (a file's first line, or the error) and whether
+    each Unix socket of `sockets` answers."""
+    lines = []
+    for path in paths:
+        try:
+            with open(path, errors="replace") as f:
+                lines.append(f"{path}: read {f.readline(200).strip()}")
+        except OSError as exc:
+            lines.append(f"{path}: {exc.strerror}")
+    for place in sockets:
+        try:
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.settimeout(3)
+                conn.connect(place)
+                lines.append(f"{place}: answered {conn.recv(200).decode(errors='replace')}")
+        except OSError as exc:
+            lines.append(f"{place}: {exc.strerror}")
+    return "\n".join(lines)
 
 
 def _free_port() -> int:

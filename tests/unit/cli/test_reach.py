@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kanban.service import Kanban
 from kanban.state.config import Profile
 from kanban.state.config_parse import parse_config
@@ -57,6 +59,34 @@ def test_context_says_what_the_cards_commands_can_touch(cli: Cli, kanban: Kanban
     assert "network: off" in text
 
 
+def test_a_cards_host_list_is_named_by_status_and_context(cli: Cli, kanban: Kanban) -> None:
+    (home_of(kanban) / "config.toml").write_text(
+        '[profiles.fetcher]\ntoolsets = ["kanban", "terminal", "web"]\n'
+        'network = ["pypi.org", "*.pythonhosted.org"]\n')
+    cli.add("install it", "--profile", "fetcher")
+    assert cli.json("status", "--json")["reach"]["fetcher"]["network"] == \
+        ["pypi.org", "*.pythonhosted.org"]
+    assert cli.json("context", "1", "--json")["reach"]["network"] == \
+        ["pypi.org", "*.pythonhosted.org"]
+    for command in (("status",), ("context", "1")):
+        assert "network: only pypi.org, *.pythonhosted.org" in cli.ok(*command).stdout
+
+
+def test_without_bwrap_an_auto_profile_is_shown_unsandboxed(
+        cli: Cli, kanban: Kanban, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sandbox = "auto" on a host without bwrap runs commands plainly: context says so
+    rather than list a wall that is not there."""
+    (home_of(kanban) / "config.toml").write_text(CONFIG)
+    cli.add("build it", "--profile", "builder")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    data = cli.json("context", "1", "--json")["reach"]
+    assert data["unsandboxed"] == "bwrap is not installed on this host", data
+    assert "/srv/reference" not in data["read"]
+    text = cli.ok("context", "1").stdout
+    assert "(unsandboxed: bwrap is not installed on this host)" in text
+    assert "network: off for the web tools; commands are not held to it" in text
+
+
 def test_a_host_list_network_renders_as_its_hosts() -> None:
     assert network_text(["pypi.org", "*.pythonhosted.org"]) == \
         "only pypi.org, *.pythonhosted.org"
@@ -83,7 +113,8 @@ def test_grants_expand_the_real_home_and_nonsense_is_refused_in_one_line(
             assert reason in exc.message and "\n" not in exc.message, exc.message
         else:
             raise AssertionError(f"{key} = {value!r} was accepted")
-    refused = ("/run/postgresql", "/var/run/docker.sock")
+    refused = ("/run/postgresql", "/var/run/docker.sock", "/tmp", "/var/tmp",
+               "/tmp/.X11-unix", "/tmp/tmux-1000", "/tmp/ssh-XXXXabcd/agent.42")
     for path in refused:
         try:
             parse_config({"profiles": {"p": {"sandbox_read": [path], "network": False}}}, board)
@@ -92,6 +123,8 @@ def test_grants_expand_the_real_home_and_nonsense_is_refused_in_one_line(
         else:
             raise AssertionError(f"{path} was granted without a network")
         parse_config({"profiles": {"p": {"sandbox_read": [path]}}}, board)  # network: allowed
+    parse_config({"profiles": {"p": {"sandbox_read": ["/tmp/reference-data"],
+                                     "network": False}}}, board)  # a folder of its own
 
 
 def test_a_stdio_server_in_the_board_folder_is_refused_at_load(tmp_path: Path) -> None:

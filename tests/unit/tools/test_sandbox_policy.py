@@ -19,14 +19,19 @@ from kanban.tools.hostview import (
     program_places,
     resolver_targets,
 )
-from kanban.tools.sandbox import SandboxPolicy
+from kanban.tools.sandbox import SandboxPolicy, sizes_tmpfs
 from kanban.worker.sandboxing import card_policy
 from kanban.workspaces import GitPaths
+from tests.support.pg import skip_or_fail
 
 MERGED = SystemView(binds=(Path("/usr"), Path("/opt"), Path("/etc")),
                     links=(("usr/bin", Path("/bin")), ("usr/lib", Path("/lib"))),
                     hidden_files=(Path("/etc/shadow"),), hidden_dirs=(Path("/etc/ssl/private"),))
 BARE = SystemView(binds=(), links=(), hidden_files=(), hidden_dirs=())
+
+
+SHM = [("--tmpfs", "/dev/shm")]
+DEV = [("--remount-ro", "/dev")]
 
 
 def mounts(argv: list[str]) -> list[tuple[str, str]]:
@@ -43,7 +48,8 @@ def test_the_board_folder_is_hidden_before_the_workspace_inside_it_is_bound() ->
     argv = SandboxPolicy(writable=(workspace,), hidden=(home,), network=False,
                          system=BARE).wrap(["bash", "-c", "ls"], workspace)
     assert mounts(argv) == [("--tmpfs", "/tmp"), ("--tmpfs", str(home)),
-                            ("--bind", str(workspace)), ("--remount-ro", str(home))]
+                            ("--bind", str(workspace)), *SHM, ("--remount-ro", str(home)),
+                            *DEV]
     assert "--unshare-net" in argv and "--unshare-pid" in argv and "--unshare-ipc" in argv
     assert argv[argv.index("--chdir") + 1] == str(workspace)
     assert argv[-4:] == ["--", "bash", "-c", "ls"]
@@ -64,13 +70,31 @@ def test_read_only_paths_are_bound_over_the_writable_folders_that_hold_them() ->
     assert mounts(argv) == [
         ("--tmpfs", "/tmp"), ("--ro-bind", str(common)), ("--bind", str(objects)),
         ("--bind", str(workspace)), ("--bind", str(admin)),
-        ("--ro-bind", str(admin / "gitdir")), ("--ro-bind", str(workspace / ".bashrc"))]
+        ("--ro-bind", str(admin / "gitdir")), ("--ro-bind", str(workspace / ".bashrc")),
+        *SHM, *DEV]
 
 
 def test_at_the_same_path_read_only_wins() -> None:
     argv = SandboxPolicy(writable=(Path("/w"),), readonly=(Path("/w"),),
                          system=BARE).wrap(["true"], Path("/w"))
-    assert mounts(argv) == [("--tmpfs", "/tmp"), ("--bind", "/w"), ("--ro-bind", "/w")]
+    assert mounts(argv) == [("--tmpfs", "/tmp"), ("--bind", "/w"), ("--ro-bind", "/w"), *SHM,
+                            *DEV]
+
+
+def test_memory_backed_folders_are_bounded_and_dev_is_read_only() -> None:
+    """/tmp holds at most tmp_bytes, /dev/shm at most 64 MiB, /dev no file at all."""
+    argv = SandboxPolicy(writable=(Path("/w"),), tmp_bytes=10 << 20, system=BARE).wrap(
+        ["true"], Path("/w"))
+    if not sizes_tmpfs("bwrap"):
+        skip_or_fail("this bwrap cannot size a tmpfs (--size came in 0.7)")
+    tmp, shm = argv.index("/tmp"), argv.index("/dev/shm")
+    assert argv[tmp - 3:tmp] == ["--size", str(10 << 20), "--tmpfs"], argv
+    assert argv[shm - 3:shm] == ["--size", str(10 << 20), "--tmpfs"], argv
+    assert argv.index("/dev/shm") > argv.index("/dev")  # mounted on the fresh /dev
+    big = SandboxPolicy(writable=(Path("/w"),), tmp_bytes=1 << 40, system=BARE).wrap(
+        ["true"], Path("/w"))
+    assert big[big.index("/dev/shm") - 2] == str(64 << 20)
+    assert mounts(argv)[-1] == ("--remount-ro", "/dev")
 
 
 def test_a_worktree_card_writes_objects_its_admin_folder_and_kanban_branches_only(

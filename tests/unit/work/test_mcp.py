@@ -43,7 +43,7 @@ def call(box: Toolbox, name: str, **arguments: object) -> tuple[str, bool]:
 def test_stdio_tools_are_offered_and_called(servers: McpServers, tmp_path: Path) -> None:
     tools = servers.tools("t")
     assert [t.name for t in tools] == ["t__echo", "t__add", "t__fail", "t__hang", "t__whereami",
-                                      "t__confinement"]
+                                      "t__confinement", "t__peek"]
     assert all(t.toolset == "mcp:t" for t in tools)
     box = Toolbox(tools)
     assert call(box, "t__echo", text="hi") == ("echo: hi", False)
