@@ -193,8 +193,9 @@ def test_the_private_tmp_is_bounded_by_the_budget(attack: Attack) -> None:
     there takes half the host's RAM. /tmp holds at most the budget, /dev/shm 64 MiB, and /dev
     itself is read-only; the writes past them fail."""
     attack.configure(profile("required"), f"max_workspace_bytes = {BUDGET}")
+    # du -x: the tmpfs alone (a checkout under /tmp has this Python bound inside it)
     flood = ("for i in $(seq 1 200); do head -c 1000000 /dev/zero > /tmp/f$i || break; "
-             "done; du -sb /tmp")
+             "done; du -sbx /tmp")
     shm = ("head -c 200000000 /dev/zero > /dev/shm/big; du -sb /dev/shm; "
            "echo x > /dev/planted; echo x > /dev/null && echo NULL-OK")
     card, (result, devices) = attack.run([("terminal", {"command": flood, "timeout_s": 300}),
