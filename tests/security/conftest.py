@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from kanban.service import Kanban
+from kanban.state import DbLocation, open_database
 from tests.acceptance.conftest import BoardFiles
 from tests.acceptance.conftest import board as board  # noqa: F401 (re-exported fixture)
 from tests.support.llm_bodies import tool_results
@@ -169,6 +171,21 @@ def canaries(tmp_path: Path) -> Canaries:
 @pytest.fixture
 def attack(board: BoardFiles, canaries: Canaries) -> Attack:  # noqa: F811
     return Attack(board, canaries)
+
+
+@pytest.fixture
+def project_attack(project: Path, canaries: Canaries) -> Iterator[Attack]:
+    """An attack on a board kept inside the test module's own `project` folder (its
+    `.kanban`), as `kanban init` makes one in a checkout."""
+    home = project / ".kanban"
+    home.mkdir()
+    db = open_database(DbLocation(str(home / "kanban.db"), "flag"), create=True)
+    kb = Kanban(db)
+    kb.ensure_board("default")
+    try:
+        yield Attack(BoardFiles(home / "kanban.db", kb), canaries)
+    finally:
+        db.dispose()
 
 
 @pytest.fixture

@@ -10,15 +10,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kanban.service import Kanban
-from kanban.state import DbLocation, open_database
-from tests.acceptance.conftest import BoardFiles
 from tests.security.conftest import Attack, Call, Canaries
 from tests.support.llm_bodies import tool_results
 from tests.support.llm_server import LLMServer, Reply, text_reply, tool_reply
@@ -39,19 +35,6 @@ def project(tmp_path: Path) -> Path:
     (folder / "src").mkdir(parents=True)
     (folder / "src" / "app.py").write_text("print('hello')\n")
     return folder
-
-
-@pytest.fixture
-def project_attack(project: Path, canaries: Canaries) -> Iterator[Attack]:
-    home = project / ".kanban"
-    home.mkdir()
-    db = open_database(DbLocation(str(home / "kanban.db"), "flag"), create=True)
-    kb = Kanban(db)
-    kb.ensure_board("default")
-    try:
-        yield Attack(BoardFiles(home / "kanban.db", kb), canaries)
-    finally:
-        db.dispose()
 
 
 def errors(seen: list[str]) -> list[bool]:

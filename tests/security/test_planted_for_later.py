@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kanban.service import Kanban
-from kanban.state import DbLocation, open_database
-from tests.acceptance.conftest import BoardFiles
-from tests.security.conftest import Attack, Call, Canaries, replayer
+from tests.security.conftest import Attack, Call, replayer
 from tests.security.test_git_attacks import evil_script, git, guarded, make_repository, sh
 from tests.support.llm_server import LLMServer
 
@@ -47,19 +43,6 @@ def project(tmp_path: Path) -> Path:
 
 def site_packages(venv: Path) -> Path:
     return next(venv.glob("lib/python*/site-packages"))
-
-
-@pytest.fixture
-def project_attack(project: Path, canaries: Canaries) -> Iterator[Attack]:
-    home = project / ".kanban"
-    home.mkdir()
-    db = open_database(DbLocation(str(home / "kanban.db"), "flag"), create=True)
-    kb = Kanban(db)
-    kb.ensure_board("default")
-    try:
-        yield Attack(BoardFiles(home / "kanban.db", kb), canaries)
-    finally:
-        db.dispose()
 
 
 def dispatch_from(python: Path, attack: Attack, card: int, calls: list[Call]) -> list[str]:
