@@ -20,6 +20,7 @@ from kanban.state.errors import KanbanError
 from tests.security.conftest import Attack
 from tests.security.test_process_escape import kill_all, marked, marker, once_then_complete
 from tests.support.llm_server import LLMServer
+from tests.support.pg import skip_or_fail
 from tests.support.procs import KANBAN, query, stop, wait_until
 
 CAPLESS = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
@@ -56,7 +57,7 @@ def read_capless(paths: list[str]) -> dict[str, str]:
 def capless() -> None:
     probe = subprocess.run([*CAPLESS, "true"], capture_output=True, timeout=30, check=False)
     if probe.returncode != 0:
-        pytest.skip("setpriv cannot drop capabilities here")
+        skip_or_fail("setpriv cannot drop capabilities here")
 
 
 @pytest.mark.usefixtures("capless")
