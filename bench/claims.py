@@ -5,8 +5,9 @@ time-boxed and from a fresh copy:
 - kanban: `Kanban.claim(1)` (the dispatcher's claim), then the worker's completion
   (`transitions.complete` with the claim token in one write transaction, as the
   `kanban_complete` tool runs it), 1/4/8 processes;
-- kanban with 8 slots: as a dispatcher with 8 free slots runs it (bench.dispatch_cycles):
-  one transaction claims 8 cards, their 8 completions are group-committed, 1/4/8 processes;
+- kanban with 8 slots (bench.dispatch_cycles): one transaction claims 8 cards, as a
+  dispatcher with 8 free slots does, and this process group-commits their 8 completions
+  (a fleet's workers commit one each), 1/4/8 processes;
 - raw, two transactions: the minimal logical work in plain sqlite3, one transaction per
   claim (take the best ready card, its run row, its event) and one per complete (fenced
   update, close the run, its event, look for dependents): the floor;

@@ -1,8 +1,9 @@
-"""Claim+complete cycles the way a dispatcher with free slots runs them, for the SQLite and
-PostgreSQL rows: one claim statement takes a card for each free slot, and the workers'
-completions, arriving together, are group-committed (kanban.group_commit) and each waited
-for until it is durable. The workers themselves do nothing (as in the library loop rows):
-what is measured is the board's side of a cycle."""
+"""Claim+complete cycles through the library's batched paths, for the SQLite and PostgreSQL
+rows: one claim statement takes a card for each of `slots` slots (as a dispatcher claims),
+and the cards' completions are group-committed by this one process (kanban.group_commit),
+each waited for until it is durable. A running fleet does not do the second half: each
+worker commits its own completion (docs/batching.md, Limits). The workers themselves do
+nothing (as in the library loop rows): what is measured is the board's side of a cycle."""
 
 from __future__ import annotations
 

@@ -7,9 +7,10 @@ procrastinate and pgqueuer on the same server, each in a database of its own.
 - cycles/s: take one ready item and finish it, in a loop, in 1 and 8 processes: kanban's
   claim (runs and events included) and fenced complete; procrastinate's fetch_job and
   finish_job; pgqueuer's dequeue and log_jobs.
-- cycles/s as a dispatcher with 8 free slots runs them (bench.dispatch_cycles): one claim
-  statement for 8 cards, their completions group-committed; beside pgqueuer taking one job
-  at a time (the rows above) and 8 at a time (dequeue 8, log the 8 in one call).
+- cycles/s through the batched library paths (bench.dispatch_cycles): one claim statement
+  for 8 cards, their completions group-committed by the same process (a fleet's workers
+  commit one each); beside pgqueuer taking one job at a time (the rows above) and 8 at a
+  time (dequeue 8, log the 8 in one call).
 
 Each database is analyzed after its fill (bench.postgres.analyze), the same for all.
 Rows are left out where no server answers on 127.0.0.1:5432 or a package is missing.
@@ -269,8 +270,8 @@ def _slot_rows(procs: int, sizes: Sizes, one_at_a_time: float,
     label = f"PostgreSQL claim+complete, {_procs(procs)}, {SLOTS} slots"
     rows = [Row(f"pg.cps.{procs}.slots", label, "cycles/s", batched, one_at_a_time,
                 "kanban, one card per claim, one commit per complete", None,
-                f"a dispatcher with {SLOTS} free slots: one claim statement, the completions "
-                "group-committed, each acknowledged once committed")]
+                f"one claim statement for {SLOTS} cards, their completions group-committed by "
+                "one process (the library's path; a fleet's workers commit one each)")]
     if pgqueuer is not None:
         rows.append(Row(f"pg.cps.{procs}.slots.pgqueuer", label, "cycles/s", batched, pgqueuer,
                         "pgqueuer, one job per dequeue", Goal("ratio", ">=", 1.0)))

@@ -117,7 +117,7 @@ SAFE = ["ls -la", "rm -rf build", "git status", "git push origin kanban/3", "pyt
         "grep -r x .", 'echo "rm -rf /" > notes.txt', "cd build && rm -rf *",
         "find . -name '*.pyc' -delete", "find . -exec rm -rf {} +", "git config user.name",
         "git config --get user.email", "git config -l", "bash build.sh", "sh -c 'ls -la'",
-        "cat /etc/hosts > hosts.txt", "pytest -q 2>&1 | tail -5", f"kill -9 {os.getpid()}",
+        "cat /etc/hosts > hosts.txt", "pytest -q 2>&1 | tail -5", "kill -9 {own pid}",
         "echo 'kill -9 -1'", "git log --oneline | head", "mv a.txt b.txt", "make test",
         "echo MARKER-$((6 * 7))", "[[ -d build ]] && rm -rf build", "time make",
         "busybox --list", "xargs -I{} echo {} < list", "awk -F: '{ print $1 }' /etc/passwd",
@@ -137,6 +137,7 @@ def test_commands_whose_effect_is_not_in_their_text_are_unknown(command: str) ->
 
 @pytest.mark.parametrize("command", SAFE)
 def test_ordinary_commands_stay_safe(command: str) -> None:
+    command = command.replace("{own pid}", str(os.getpid()))  # not in the test's id: xdist
     assert judge(command).kind == "safe", judge(command)
 
 
