@@ -37,6 +37,7 @@ STATUS_STYLE = {
 }
 STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
 CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
+REASON_SHOWN = 80  # of a blocked card's reason in `kanban list`; `show` and --json have it whole
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 
 
@@ -48,7 +49,8 @@ def status_word(status: str, width: int = 0) -> str:
 
 
 class CardLines:
-    """`#id  status  pri  age  title`, aligned by fixed widths so lines can stream."""
+    """`#id  status  pri  age  title`, aligned by fixed widths so lines can stream; a blocked
+    card's line ends with why it is blocked."""
 
     def __init__(self, now: datetime, id_width: int, pri_width: int = 3) -> None:
         self.now = now
@@ -62,10 +64,22 @@ class CardLines:
     def line(self, card: CardRecord) -> str:
         pri = str(card.priority) if card.priority else ""
         return (f"{'#' + str(card.id):>{self.id_width}}  {status_word(card.status, STATUS_WIDTH)}"
-                f"  {pri:>{self.pri_width}}  {age(card.created_at, self.now):>4}  {card.title}")
+                f"  {pri:>{self.pri_width}}  {age(card.created_at, self.now):>4}  {card.title}"
+                + _blocked_because(card))
 
     def lines(self, cards: Iterable[CardRecord]) -> Iterator[str]:
         return (self.line(card) for card in cards)
+
+
+def _blocked_because(card: CardRecord) -> str:
+    """`  — reason` for a blocked card: one line, cut to REASON_SHOWN, controls spelled out
+    (a worker's model may have written it)."""
+    if card.status != "blocked" or not card.error:
+        return ""
+    reason = one_line(card.error)
+    if len(reason) > REASON_SHOWN:
+        reason = reason[:REASON_SHOWN - 1].rstrip() + "…"
+    return "  " + paint(f"— {visible(reason, one_line=True)}", "red")
 
 
 def card_lines_for(cards: Sequence[CardRecord], now: datetime | None = None) -> CardLines:

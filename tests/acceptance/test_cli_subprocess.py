@@ -53,6 +53,16 @@ def test_round_trip(tmp_path: Path, env: dict[str, str]) -> None:
                                      "result": "parser done"}]
 
 
+def test_list_says_why_a_card_is_blocked(tmp_path: Path, env: dict[str, str]) -> None:
+    ok("init", cwd=tmp_path, env=env)
+    ok("add", "Pick a database", cwd=tmp_path, env=env)
+    ok("block", "1", "which database: sqlite or postgres?", cwd=tmp_path, env=env)
+    assert ok("list", "--status", "blocked", cwd=tmp_path, env=env).endswith(
+        "  Pick a database  — which database: sqlite or postgres?\n")
+    listed = json.loads(ok("list", "--status", "blocked", "--json", cwd=tmp_path, env=env))
+    assert [c["error"] for c in listed["cards"]] == ["which database: sqlite or postgres?"]
+
+
 def test_error_is_one_line_without_traceback(tmp_path: Path, env: dict[str, str]) -> None:
     module = [sys.executable, "-m", "kanban.cli.app"]
     done = kanban("--db", str(tmp_path / "missing.db"), "show", "1", cwd=tmp_path, env=env,
