@@ -9,10 +9,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kanban.attempts import EVENT_KINDS, budget_attempts
 from kanban.cards import _CARD_SELECT, card_from_row, card_plan
 from kanban.claims import run_transcript_plan
-from kanban.records import CardRecord, MessageRecord, RunRecord
-from kanban.state.plans import Plan, Query, in_list
+from kanban.records import CardRecord, EventRecord, MessageRecord, RunRecord
+from kanban.state.plans import Plan, Query, Rows, in_list
+from kanban.state.rows import with_times
 
 TREE_DEPTH = 4
 TREE_BUDGET = 50
@@ -37,6 +39,7 @@ class Transcript:
     card: CardRecord
     runs: list[tuple[RunRecord, list[MessageRecord]]]
     continued: dict[int, Continuation] = field(default_factory=dict)  # by run id
+    attempts: dict[int, int | None] = field(default_factory=dict)  # kanban.attempts, by run id
 
     def inherited(self, run_id: int) -> int:
         """How many of the run's first messages it inherited from the run it continued."""
@@ -63,7 +66,13 @@ def transcript_plan(card_id: int, *, board: str | None = None) -> Plan[Transcrip
     runs = yield from run_transcript_plan(card_id)
     rows = yield Query("SELECT run_id, data FROM event WHERE card_id = :id AND kind = :kind "
                        "AND run_id IS NOT NULL ORDER BY id", {"id": card_id, "kind": CONTINUED})
-    return Transcript(card, runs, continuations(runs, rows))
+    marks, params = in_list("k", EVENT_KINDS)
+    counted: Rows = yield Query(
+        f"SELECT * FROM event WHERE card_id = :id AND kind IN ({marks}) ORDER BY id",
+        {"id": card_id, **params})
+    attempts = budget_attempts([run for run, _ in runs],
+                               [EventRecord.from_row(with_times(e)) for e in counted.maps()])
+    return Transcript(card, runs, continuations(runs, rows), attempts)
 
 
 def continuations(runs: list[tuple[RunRecord, list[MessageRecord]]],

@@ -2,10 +2,13 @@
 
 Loading `kanban.cli.app` and click takes a noticeable moment on a busy machine. A Ctrl-C in
 it would print a traceback of half-imported modules; until they are loaded it exits 130 at
-once instead (nothing has begun that needs cleaning up). Then a Ctrl-C raises
+once instead (nothing has begun that needs cleaning up). That holds from main()'s first
+line: this module imports only `os` and `signal` before it (loaded already by Python's own
+start-up, save `signal`), and nothing else loads first. Then a Ctrl-C raises
 KeyboardInterrupt as Python's own handler does, except where Python would drop it (inside
 importlib's module-lock callback), and `kanban.cli.app.main` turns it into exit 130 after
-the command's cleanup.
+the command's cleanup; once the command has decided its exit code, Ctrl-C exits at once
+again, so none can land outside the command's handling and print a traceback.
 """
 
 from __future__ import annotations
@@ -14,31 +17,45 @@ import os
 import signal
 from types import FrameType
 
-from kanban.signals import redeliver_outside_import_lock
+INTERRUPTED = 128 + signal.SIGINT
 
 
 def _exit_now(signum: int, frame: FrameType | None) -> None:
     os._exit(128 + signum)
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    if not redeliver_outside_import_lock(signum, frame):
-        raise KeyboardInterrupt
+def _hold() -> bool:
+    """Ctrl-C exits at once from now on, where it would raise (not ignored by a shell, not
+    another thread); True if so."""
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _exit_now)
+            return True
+    except ValueError:
+        pass
+    return False
 
 
 def main() -> None:
     """`kanban`: the command line, loaded with Ctrl-C meaning "never mind"."""
-    try:  # only where Ctrl-C would raise (not ignored by a shell, not another thread)
-        held = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        if held:
-            signal.signal(signal.SIGINT, _exit_now)
-    except ValueError:
-        held = False
-    from kanban.cli.app import main as run  # the load this module exists to guard
+    held = _hold()
+    # Loaded after the hold (kanban.signals loads threading): the loads it exists to guard.
+    from kanban.cli.app import main as run
+    from kanban.signals import redeliver_outside_import_lock
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if not redeliver_outside_import_lock(signum, frame):
+            raise KeyboardInterrupt
 
     if held:
-        signal.signal(signal.SIGINT, _interrupt)
-    run()
+        signal.signal(signal.SIGINT, interrupt)
+    try:
+        run()
+    except KeyboardInterrupt:  # landed just before the command's own handling began
+        raise SystemExit(INTERRUPTED) from None
+    finally:
+        if held:  # the command has said its last: no Ctrl-C may raise in the way out
+            signal.signal(signal.SIGINT, _exit_now)
 
 
 if __name__ == "__main__":

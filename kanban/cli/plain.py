@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kanban.activity import describe as describe_activity
 from kanban.activity import money
+from kanban.attempts import budget_attempts
 from kanban.cli.output import one_line, paint, plural, when
 from kanban.state.sandbox_paths import reach_lines
 from kanban.state.timeutil import utcnow
@@ -37,6 +38,7 @@ STATUS_STYLE = {
 }
 STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
 CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
+REASON_SHOWN = 80  # of a blocked card's reason in `kanban list`; `show` and --json have it whole
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 
 
@@ -48,7 +50,8 @@ def status_word(status: str, width: int = 0) -> str:
 
 
 class CardLines:
-    """`#id  status  pri  age  title`, aligned by fixed widths so lines can stream."""
+    """`#id  status  pri  age  title`, aligned by fixed widths so lines can stream; a blocked
+    card's line ends with why it is blocked."""
 
     def __init__(self, now: datetime, id_width: int, pri_width: int = 3) -> None:
         self.now = now
@@ -62,10 +65,22 @@ class CardLines:
     def line(self, card: CardRecord) -> str:
         pri = str(card.priority) if card.priority else ""
         return (f"{'#' + str(card.id):>{self.id_width}}  {status_word(card.status, STATUS_WIDTH)}"
-                f"  {pri:>{self.pri_width}}  {age(card.created_at, self.now):>4}  {card.title}")
+                f"  {pri:>{self.pri_width}}  {age(card.created_at, self.now):>4}  {card.title}"
+                + _blocked_because(card))
 
     def lines(self, cards: Iterable[CardRecord]) -> Iterator[str]:
         return (self.line(card) for card in cards)
+
+
+def _blocked_because(card: CardRecord) -> str:
+    """`  — reason` for a blocked card: one line, cut to REASON_SHOWN, controls spelled out
+    (a worker's model may have written it)."""
+    if card.status != "blocked" or not card.error:
+        return ""
+    reason = one_line(card.error)
+    if len(reason) > REASON_SHOWN:
+        reason = reason[:REASON_SHOWN - 1].rstrip() + "…"
+    return "  " + paint(f"— {visible(reason, one_line=True)}", "red")
 
 
 def card_lines_for(cards: Sequence[CardRecord], now: datetime | None = None) -> CardLines:
@@ -118,7 +133,8 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
         lines += [f"{paint(f'{x.author} · {when(x.at)}:', 'dim')} {x.body}"
                   for x in detail.comments]
     if detail.runs:
-        lines += [heading("runs"), *_runs(detail.runs, now)]
+        lines += [heading("runs"),
+                  *_runs(detail.runs, budget_attempts(detail.runs, detail.events), now)]
     if detail.events:
         lines += [heading("history"), *(_event_line(e) for e in detail.events)]
     return lines
@@ -210,13 +226,23 @@ def _tree(nodes: list[ChildNode], indent: str) -> Iterator[str]:
         yield from _tree(node.children, indent + ("    " if last else "│   "))
 
 
-def _runs(runs: Sequence[RunRecord], now: datetime) -> Iterator[str]:
+def attempt_label(run: RunRecord, attempts: dict[int, int | None]) -> str:
+    """`attempt 2` of the card's budget, as its facts count them; `no attempt spent`; or,
+    where its history was pruned, `claim 5` (the card's fifth claim)."""
+    if run.id not in attempts:
+        return f"claim {run.attempt}"
+    spent = attempts[run.id]
+    return "no attempt spent" if spent is None else f"attempt {spent}"
+
+
+def _runs(runs: Sequence[RunRecord], attempts: dict[int, int | None],
+          now: datetime) -> Iterator[str]:
     for r in runs:
         took = age(r.started_at, r.finished_at) if r.finished_at else "running"
         note = one_line(r.error or r.progress or "")
         if r.finished_at is None and r.activity:
             note = " · ".join(x for x in (describe_activity(r.activity), r.progress) if x)
-        yield (f"  run {r.id} · attempt {r.attempt} · {r.outcome or '-'} · started "
+        yield (f"  run {r.id} · {attempt_label(r, attempts)} · {r.outcome or '-'} · started "
                f"{when(r.started_at)} · took {took} · tokens {r.input_tokens:,}/"
                f"{r.output_tokens:,} · cost {money(r.cost)}" + (f" · {note}" if note else ""))
 
@@ -244,9 +270,10 @@ def transcript_lines(t: Transcript, *, reasoning: bool = False) -> list[str]:
     lines: list[str] = []
     for run, messages in t.runs:
         lines.append(heading(
-            f"run {run.id} · attempt {run.attempt} · {run.outcome or 'running'} · started "
-            f"{when(run.started_at)} · {run.input_tokens:,} in / {run.output_tokens:,} out / "
-            f"{run.cached_tokens:,} cached tokens · cost {money(run.cost)}"))
+            f"run {run.id} · {attempt_label(run, t.attempts)} · {run.outcome or 'running'} · "
+            f"started {when(run.started_at)} · {run.input_tokens:,} in / "
+            f"{run.output_tokens:,} out / {run.cached_tokens:,} cached tokens · "
+            f"cost {money(run.cost)}"))
         found = t.continued.get(run.id)
         if found is not None:  # its copy of the earlier conversation is shown there, once
             lines.append(paint(f"(continues run {found.from_run}: its {found.inherited:,} "

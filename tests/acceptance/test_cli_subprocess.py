@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,16 @@ def test_round_trip(tmp_path: Path, env: dict[str, str]) -> None:
                                      "result": "parser done"}]
 
 
+def test_list_says_why_a_card_is_blocked(tmp_path: Path, env: dict[str, str]) -> None:
+    ok("init", cwd=tmp_path, env=env)
+    ok("add", "Pick a database", cwd=tmp_path, env=env)
+    ok("block", "1", "which database: sqlite or postgres?", cwd=tmp_path, env=env)
+    assert ok("list", "--status", "blocked", cwd=tmp_path, env=env).endswith(
+        "  Pick a database  — which database: sqlite or postgres?\n")
+    listed = json.loads(ok("list", "--status", "blocked", "--json", cwd=tmp_path, env=env))
+    assert [c["error"] for c in listed["cards"]] == ["which database: sqlite or postgres?"]
+
+
 def test_error_is_one_line_without_traceback(tmp_path: Path, env: dict[str, str]) -> None:
     module = [sys.executable, "-m", "kanban.cli.app"]
     done = kanban("--db", str(tmp_path / "missing.db"), "show", "1", cwd=tmp_path, env=env,
@@ -96,6 +108,112 @@ def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(
     done = subprocess.run([sys.executable, "-c", INTERRUPTED_LOAD], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (130, "", "")
+
+
+# Ctrl-C at the n-th import the real console script makes (0: none; the calls, to a file).
+AT_THE_NTH_IMPORT = """
+import builtins, json, os, signal, sys
+script, target, calls_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+calls = []
+real = builtins.__import__
+def hooked(name, *args, **kwargs):
+    calls.append(name)
+    if len(calls) == target:
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+with open(script) as f:
+    code = compile(f.read(), script, "exec")
+builtins.__import__ = hooked
+sys.argv = ["kanban", "--version"]
+try:
+    exec(code, {"__name__": "__main__"})
+finally:
+    builtins.__import__ = real
+    with open(calls_file, "w") as f:
+        json.dump(calls, f)
+"""
+# The imports before main() can hold Ctrl-C: the script's, and kanban.cli.entry's own
+# (`_io` is importlib reading the files; all but `signal` are loaded by then already).
+BEFORE_THE_HOLD = {"re", "sys", "kanban.cli.entry", "_io", "__future__", "os", "signal",
+                   "types"}
+
+
+def _interrupted_at(n: int, calls: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", AT_THE_NTH_IMPORT, str(SCRIPT), str(n),
+                             str(calls)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+def test_ctrl_c_at_any_import_of_the_start_up_exits_130_without_a_traceback(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """Every import of the first 60, then every 20th: only those before main()'s first
+    line (a handful of modules Python has mostly loaded already) can still raise."""
+    first = _interrupted_at(0, tmp_path / "calls0.json", env)
+    assert first.communicate(timeout=60)[0] == "kanban 0.1.0\n"
+    calls = json.loads((tmp_path / "calls0.json").read_text())
+    moments = [*range(1, 61), *range(80, len(calls) + 1, 20)]
+    raised = []
+    for batch in range(0, len(moments), 4):
+        procs = {n: _interrupted_at(n, tmp_path / f"calls{n}.json", env)
+                 for n in moments[batch:batch + 4]}
+        for n, proc in procs.items():
+            out, err = proc.communicate(timeout=60)
+            if "Traceback" in err:
+                assert err.rstrip().endswith("KeyboardInterrupt"), err
+                raised.append(n)
+            else:
+                assert (proc.returncode, err.strip()) == (130, ""), (n, calls[n - 1], out)
+    assert raised == list(range(1, len(raised) + 1))  # only a first few
+    assert {calls[n - 1] for n in raised} <= BEFORE_THE_HOLD, [calls[n - 1] for n in raised]
+
+
+_PACKAGE = Path(__file__).parents[2] / "kanban"
+ENTRY_MODULES = tuple(f'File "{path}", line ' for path in (
+    _PACKAGE / "__init__.py", _PACKAGE / "cli" / "__init__.py", _PACKAGE / "cli" / "entry.py"))
+
+
+def _before_main(err: str) -> bool:
+    """A KeyboardInterrupt raised before kanban.cli.entry.main began: only module-level
+    frames of the script and of the modules it loads to reach main."""
+    frames = [line.strip() for line in err.splitlines() if line.strip().startswith("File ")]
+    ours = [f for f in frames if f.startswith(f'File "{_PACKAGE}')]
+    return err.startswith("Traceback") and err.rstrip().endswith("KeyboardInterrupt") and \
+        frames[0].startswith(f'File "{SCRIPT}"') and \
+        all(f.startswith(ENTRY_MODULES) and f.endswith(", in <module>") for f in ours)
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+def test_ctrl_c_right_after_exec_never_prints_kanbans_traceback(tmp_path: Path,
+                                                               env: dict[str, str]) -> None:
+    """SIGINT at moments spread over `kanban --version` from its exec, until a dozen landed
+    in kanban's start-up (exit 130, nothing said). Two windows are left, both before any
+    kanban code but module lookups has run: inside Python's own start-up (site and its
+    .pth files) Python reports a fatal error; while the script imports kanban.cli.entry
+    (its two empty package modules and its own first lines), a KeyboardInterrupt. Neither
+    may show a frame of kanban's beyond those modules' top level."""
+    began = time.perf_counter()
+    kanban("--version", cwd=tmp_path, env=env)
+    whole = time.perf_counter() - began
+    landed, tries, outcomes = 0, 0, set()
+    while landed < 12 and tries < 300:
+        delay = whole * (tries % 40) / 40
+        tries += 1
+        proc = subprocess.Popen([*KANBAN, "--version"], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        if delay:
+            time.sleep(delay)  # the moment is what this test varies
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        outcomes.add(proc.returncode)
+        if err.startswith("Fatal Python error: init_") or _before_main(err):
+            continue
+        assert "Traceback" not in err, err
+        assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+        landed += proc.returncode == 130 and out == ""
+    assert landed >= 12, (tries, outcomes)
 
 
 # Ctrl-C inside importlib's module-lock callback, where Python drops a raised exception.

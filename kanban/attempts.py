@@ -1,0 +1,44 @@
+"""Which attempt of its card's budget each run spent, counted as `kanban show` counts them.
+
+A run's `attempt` column is the card's claim count: every claim adds one. The budget that
+`kanban show` reports (`attempt 1/3`) counts only the runs that spent an attempt: a run
+that handed its card to a person (blocked), delegated (waiting) or was handed back spent
+none, and `kanban retry` or a review round that asks for changes starts a fresh budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kanban.records import EventRecord, RunRecord
+from kanban.states import Outcome
+
+SPENT_NONE = frozenset({Outcome.BLOCKED, Outcome.WAITING, Outcome.HANDED_BACK})
+CLAIMED = "claimed"
+FRESH_BUDGET = frozenset({"retry", "changes_requested"})  # the event kinds that reset it
+EVENT_KINDS = (CLAIMED, *sorted(FRESH_BUDGET))
+
+
+def budget_attempts(runs: Sequence[RunRecord],
+                    events: Sequence[EventRecord]) -> dict[int, int | None]:
+    """By run id: the attempt of its budget it spent (a running run counts, as in
+    `kanban show`), or None if it spent none. Where `claimed` events are gone (pruned by
+    `kanban gc`), the runs they named, and the later runs of their budget, are left out:
+    how many attempts came before them is no longer known."""
+    by_id = {run.id: run for run in runs}
+    claimed = {e.run_id for e in events if e.kind == CLAIMED}
+    unknown = [run for run in by_id.values() if run.id not in claimed]
+    found: dict[int, int | None] = {}
+    spent, since = 0, None
+    for event in events:
+        if event.kind in FRESH_BUDGET:
+            spent, since = 0, event.at
+        elif event.kind == CLAIMED and event.run_id in by_id:
+            run = by_id[event.run_id]
+            if run.outcome in SPENT_NONE:
+                found[run.id] = None
+            elif not any(u.id < run.id and (since is None or u.started_at > since)
+                         for u in unknown):
+                spent += 1
+                found[run.id] = spent
+    return found
