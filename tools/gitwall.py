@@ -92,12 +92,23 @@ def protected_top(area: Path, hidden: tuple[Path, ...] = ()) -> Wall:
     folder (hooks and config alone are not enough: a `commondir` file, a nested
     repository's config or a gitlink in the index would point git at the model's own),
     a worktree's `.git` file, the shell start-up files, and the git folders of the
-    repositories nested below it."""
+    repositories nested below it (the folders leading to them pinned in place)."""
     readonly = [area / name for name in STARTUP_FILES if _plain_file(area / name)]
     dot_git = area / ".git"
     if _plain_file(dot_git) or (dot_git.is_dir() and not dot_git.is_symlink()):
         readonly.append(dot_git)
-    return Wall((), (*readonly, *nested_git(area, hidden)))
+    nested = nested_git(area, hidden)
+    return Wall(_pinned(area, nested), (*readonly, *nested))
+
+
+def _pinned(area: Path, nested: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The folders between `area` and each nested git folder, bound writable onto
+    themselves: a mount point cannot be renamed, so the card cannot move the user's
+    repository aside and leave a `git init` of its own (its hooks, its config) where the
+    user will next run git."""
+    pinned = {parent for path in nested for parent in path.parents
+              if area in parent.parents}
+    return tuple(sorted(pinned, key=lambda p: (len(p.parts), p)))
 
 
 def nested_git(area: Path, skip: tuple[Path, ...] = ()) -> tuple[Path, ...]:

@@ -46,6 +46,8 @@ def plant(repo: str, marker: Path) -> str:
             f'git -C {repo} config core.fsmonitor "$PWD/evil.sh"; echo fsmonitor=$?; '
             f'git -C {repo} config alias.st "!$PWD/evil.sh"; echo alias=$?; '
             f"mv {repo}/.git {repo}/.git-old; echo moved=$?; "
+            f"mv {repo.split('/')[0]} aside; echo aside=$?; "
+            f"mv {repo} {repo}-old && git init -q {repo}; echo replaced=$?; "
             f"echo work > {repo}/work.txt")
 
 
@@ -71,7 +73,8 @@ def board(tmp_path: Path) -> Path:
 def test_a_repository_the_walk_used_to_skip_keeps_its_git_folder(
         tmp_path: Path, board: Path, where: str) -> None:
     """`dir:~/project` with a repository six folders down, an editable install from git in
-    `.venv/src/`, a vendored checkout in `build/`, a git dependency in `node_modules`."""
+    `.venv/src/`, a vendored checkout in `build/`, a git dependency in `node_modules`; the
+    repository itself, or a folder above it, moved aside for one the card made."""
     workspace = tmp_path / "project"
     repo = workspace / where
     repo.parent.mkdir(parents=True)
@@ -79,7 +82,7 @@ def test_a_repository_the_walk_used_to_skip_keeps_its_git_folder(
     config = (repo / ".git" / "config").read_text()
     marker = board / "planted-code-ran"
     out = in_sandbox(workspace, board, plant(where, marker))
-    for name in ("hook", "fsmonitor", "alias", "moved"):
+    for name in ("hook", "fsmonitor", "alias", "moved", "aside", "replaced"):
         assert f"{name}=0" not in out, f"{name}: {out}"
     assert (repo / "work.txt").read_text() == "work\n"  # the card's work is there
     user_commits(repo)
