@@ -11,6 +11,7 @@ import pytest
 
 from kanban.state.config import Profile
 from kanban.state.errors import ConfigError
+from kanban.tools import gitwall
 from kanban.tools.gitwall import Wall, card_wall
 from kanban.tools.hostview import (
     SystemView,
@@ -97,12 +98,16 @@ def test_memory_backed_folders_are_bounded_and_dev_is_read_only() -> None:
     assert mounts(argv)[-1] == ("--remount-ro", "/dev")
 
 
-def test_a_worktree_card_writes_objects_its_admin_folder_and_kanban_branches_only(
+def test_a_worktree_card_writes_objects_its_admin_folder_and_its_own_branch_only(
         tmp_path: Path) -> None:
     common = tmp_path / "repo" / ".git"
     admin = common / "worktrees" / "7"
-    for folder in ("objects", "refs/heads/kanban", "logs/refs/heads/kanban", "hooks"):
+    for folder in ("objects", "refs/heads/kanban/group", "logs/refs/heads/kanban", "hooks"):
         (common / folder).mkdir(parents=True)
+    for ref in ("refs/heads/kanban/7", "refs/heads/kanban/8", "logs/refs/heads/kanban/7",
+                "logs/refs/heads/kanban/8"):
+        (common / ref).write_text("x")
+    (common / "refs/heads/kanban/9").symlink_to(common / "refs/heads/kanban/8")  # not bound
     admin.mkdir(parents=True)
     for name in ("gitdir", "commondir", "config.worktree", "HEAD", "index"):
         (admin / name).write_text("x")
@@ -110,11 +115,12 @@ def test_a_worktree_card_writes_objects_its_admin_folder_and_kanban_branches_onl
     workspace.mkdir()
     (workspace / ".git").write_text(f"gitdir: {tmp_path}/victim/worktrees/x\n")  # planted
     wall = card_wall(workspace, GitPaths(admin, common, "0" * 40), "kanban/7")
-    assert wall.writable == (workspace, common / "objects", admin,
-                             common / "refs" / "heads" / "kanban",
-                             common / "logs" / "refs" / "heads" / "kanban")
+    kanban = common / "refs" / "heads" / "kanban"
+    assert wall.writable == (workspace, common / "objects", admin, kanban,
+                             common / "logs" / "refs" / "heads" / "kanban" / "7")
     assert wall.readonly == (common, admin / "gitdir", admin / "commondir",
-                             admin / "config.worktree", workspace / ".git")
+                             admin / "config.worktree", kanban / "8", kanban / "group",
+                             workspace / ".git")
     assert not any("victim" in str(p) for p in (*wall.writable, *wall.readonly))
 
 
@@ -133,16 +139,33 @@ def test_a_writable_checkout_keeps_its_git_folder_and_shell_start_up_files(
 
 def test_repositories_nested_in_a_writable_folder_keep_their_git_folders(
         tmp_path: Path) -> None:
-    for nested in ("a/.git", "b/c/.git", "d/e/f/.git", "g/h/i/j/.git", "node_modules/k/.git",
-                   "board/workspaces/1/.git"):
+    deep = ("a/.git", "b/c/.git", "d/e/f/.git", "g/h/i/j/.git", "k/l/m/n/o/p/.git",
+            "node_modules/q/.git", ".venv/src/r/.git", "build/vendor/s/.git", "a/t/.git")
+    for nested in (*deep, "board/workspaces/1/.git", "a/.git/modules/u/.git"):
         (tmp_path / nested).mkdir(parents=True)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
     (tmp_path / "elsewhere").symlink_to(tmp_path / "a")  # links are not followed
     wall = card_wall(tmp_path, hidden=(tmp_path / "board",))
-    assert wall.readonly == tuple(tmp_path / p for p in ("a/.git", "b/c/.git", "d/e/f/.git",
-                                                         "sub/.git"))
+    assert wall.readonly == tuple(sorted(tmp_path / p for p in (*deep, "sub/.git")))
     assert card_wall(tmp_path, scratch=True) == Wall((tmp_path,), ())
+
+
+def test_a_tree_too_big_to_look_through_is_refused_not_left_half_seen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in range(5):
+        (tmp_path / f"f{name}").write_text("")
+    monkeypatch.setattr(gitwall, "NESTED_ENTRIES", 4)
+    with pytest.raises(ConfigError, match=f"workspace {tmp_path} holds more than 4 files "
+                                          r"and folders .* smaller folder .*\(dir:PATH\)"):
+        card_wall(tmp_path)
+    monkeypatch.setattr(gitwall, "NESTED_ENTRIES", 100)
+    for name in ("a", "b", "c"):
+        (tmp_path / name / ".git").mkdir(parents=True)
+    monkeypatch.setattr(gitwall, "NESTED_MAX", 2)
+    with pytest.raises(ConfigError, match="more than 2 git repositories"):
+        card_wall(tmp_path)
+    assert card_wall(tmp_path, scratch=True) == Wall((tmp_path,), ())  # never looked through
 
 
 def test_the_host_is_not_bound_only_the_system_without_its_secrets() -> None:

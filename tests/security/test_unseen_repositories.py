@@ -1,0 +1,166 @@
+"""Git folders a card could write that the wall used not to see: repositories in a `dir:`
+workspace deeper than four folders, inside `.venv/src` or `build/` (folders the walk
+skipped), or past its budget; and, in a worktree card, the refs of the other `kanban/*`
+branches and its own reflog swapped for a symlink. Each is planted from inside the real
+sandbox (the card's policy, bwrap, git); then the user's own git runs on the host, where a
+planted hook, config or link would act with the user's rights.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kanban.state.config import Profile
+from kanban.state.errors import ConfigError
+from kanban.tools import gitwall
+from kanban.tools.runner import CommandSpec
+from kanban.tools.sandbox import BwrapRunner
+from kanban.worker.sandboxing import card_policy
+from kanban.workspaces import Workspace
+from tests.security.test_git_hardening import git, made, repository
+
+pytestmark = pytest.mark.usefixtures("sandboxed")
+USER = ("-c", "user.name=u", "-c", "user.email=u@u")
+
+
+def in_sandbox(workspace: Path, board: Path, command: str,
+               checkout: Workspace | None = None) -> str:
+    """`command`'s output, run behind the wall of a card working in `workspace`."""
+    policy = card_policy(Profile(), network=False, workspace=workspace, home=board,
+                         checkout=checkout)
+    out = board.parent / "sandbox-output"
+    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
+    BwrapRunner(policy, session=False).run(CommandSpec.shell(
+        command, cwd=workspace, env=env, timeout_s=60, output_path=out))
+    return out.read_text()
+
+
+def plant(repo: str, marker: Path) -> str:
+    """Code for the user's next commit or status in `repo`, three ways."""
+    return (f"printf '#!/bin/sh\\ntouch {marker}\\ncat\\n' > evil.sh; chmod +x evil.sh; "
+            f"cp evil.sh {repo}/.git/hooks/pre-commit; echo hook=$?; "
+            f'git -C {repo} config core.fsmonitor "$PWD/evil.sh"; echo fsmonitor=$?; '
+            f'git -C {repo} config alias.st "!$PWD/evil.sh"; echo alias=$?; '
+            f"mv {repo}/.git {repo}/.git-old; echo moved=$?; "
+            f"mv {repo.split('/')[0]} aside; echo aside=$?; "
+            f"mv {repo} {repo}-old && git init -q {repo}; echo replaced=$?; "
+            f"echo work > {repo}/work.txt")
+
+
+def user_commits(repo: Path) -> None:
+    """The user's next git commands there, on the host (`st`: an alias they might have)."""
+    git("add", "-A", cwd=repo)
+    git(*USER, "commit", "-qm", "user", cwd=repo)
+    git("status", cwd=repo)
+    subprocess.run(["git", "st"], cwd=repo, capture_output=True, check=False,
+                   env={**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null"})
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> Path:
+    """The board's folder (hidden in the sandbox: a marker there was made on the host)."""
+    folder = tmp_path / "board"
+    folder.mkdir()
+    return folder
+
+
+@pytest.mark.parametrize("where", ["a/b/c/d/e/deep", ".venv/src/pkg", "build/vendor/x",
+                                   "node_modules/dep"])
+def test_a_repository_the_walk_used_to_skip_keeps_its_git_folder(
+        tmp_path: Path, board: Path, where: str) -> None:
+    """`dir:~/project` with a repository six folders down, an editable install from git in
+    `.venv/src/`, a vendored checkout in `build/`, a git dependency in `node_modules`; the
+    repository itself, or a folder above it, moved aside for one the card made."""
+    workspace = tmp_path / "project"
+    repo = workspace / where
+    repo.parent.mkdir(parents=True)
+    repository(repo)
+    config = (repo / ".git" / "config").read_text()
+    marker = board / "planted-code-ran"
+    out = in_sandbox(workspace, board, plant(where, marker))
+    for name in ("hook", "fsmonitor", "alias", "moved", "aside", "replaced"):
+        assert f"{name}=0" not in out, f"{name}: {out}"
+    assert (repo / "work.txt").read_text() == "work\n"  # the card's work is there
+    user_commits(repo)
+    assert (repo / ".git" / "config").read_text() == config
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+    assert not marker.exists()
+
+
+def test_a_tree_past_the_walks_budget_is_refused_not_left_half_seen(
+        tmp_path: Path, board: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository the walk would reach only after its budget (lowered here from 500,000
+    entries): the card does not run at all, and says which folder and what to change."""
+    monkeypatch.setattr(gitwall, "NESTED_ENTRIES", 50)
+    workspace = tmp_path / "project"
+    (workspace / "data").mkdir(parents=True)
+    for name in range(60):
+        (workspace / f"file{name}").write_text("")
+    repo = workspace / "zz" / "repo"
+    repo.parent.mkdir()
+    repository(repo)
+    marker = board / "planted-code-ran"
+    with pytest.raises(ConfigError) as refused:
+        in_sandbox(workspace, board, plant("zz/repo", marker))
+    assert f"workspace {workspace} holds more than 50 files and folders" in str(refused.value)
+    assert "give the card a smaller folder as its workspace (dir:PATH)" in str(refused.value)
+    (repo / "README").write_text("the user's change\n")
+    user_commits(repo)
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+    assert not marker.exists()
+
+
+def worktree_card(tmp_path: Path) -> tuple[Workspace, Path, Path]:
+    """Card 7's worktree (the dispatcher's own step), beside card 8's branch."""
+    repo = repository(tmp_path / "repo")
+    ws, home = made(repo, 7)
+    git("branch", "kanban/8", cwd=repo)
+    return ws, home, repo
+
+
+def test_a_worktree_card_cannot_move_or_remove_another_cards_branch(tmp_path: Path) -> None:
+    ws, home, repo = worktree_card(tmp_path)
+    common = repo / ".git"
+    sibling = git("rev-parse", "kanban/8", cwd=repo)
+    sibling_log = (common / "logs/refs/heads/kanban/8").read_text()
+    out = in_sandbox(ws.path, home, (
+        "C=$(git rev-parse --git-common-dir); K=$C/refs/heads/kanban; "
+        "echo own > own.txt && git add own.txt && "
+        "git -c user.name=m -c user.email=m@m commit -qm own; echo commit=$?; "
+        "git update-ref refs/heads/kanban/8 HEAD; echo update=$?; "
+        "git branch -f kanban/8 HEAD; echo branch=$?; "
+        "git rev-parse HEAD > $K/8; echo write=$?; "
+        "rm -f $K/8; echo rm=$?; mv $K/8 $K/gone; echo mv=$?; "
+        "echo x >> $C/logs/refs/heads/kanban/8; echo log=$?"), ws)
+    assert "commit=0" in out, out  # its own branch: lock, rename, reflog
+    for name in ("update", "branch", "write", "rm", "mv", "log"):
+        assert f"{name}=0" not in out, f"{name}: {out}"
+    assert git("rev-parse", "kanban/8", cwd=repo) == sibling
+    assert (common / "logs/refs/heads/kanban/8").read_text() == sibling_log
+    assert git("log", "-1", "--format=%s", "kanban/7", cwd=repo) == "own"
+
+
+def test_a_worktree_cards_reflog_cannot_become_a_link_out(tmp_path: Path) -> None:
+    """A reflog swapped for a symlink: git appends through it, so the user's next update
+    of the branch on the host would write wherever it points."""
+    ws, home, repo = worktree_card(tmp_path)
+    victim = tmp_path / "victim"  # outside the sandbox's view: a link there dangles inside
+    victim.write_text("the user's file\n")
+    reflog = repo / ".git" / "logs" / "refs" / "heads" / "kanban" / "7"
+    out = in_sandbox(ws.path, home, (
+        "L=$(git rev-parse --git-common-dir)/logs/refs/heads/kanban/7; "
+        f"ln -sf {victim} $L; echo link=$?; "
+        f"ln -s {victim} $L.new; mv -f $L.new $L; echo moved=$?; "
+        f"rm -f $L; echo rm=$?; ln -s {victim} $L; echo relink=$?; "
+        "echo own > own.txt && git add own.txt && "
+        "git -c user.name=m -c user.email=m@m commit -qm own; echo commit=$?"), ws)
+    for name in ("link", "moved", "rm", "relink"):
+        assert f"{name}=0" not in out, f"{name}: {out}"
+    assert "commit=0" in out, out
+    git("update-ref", "-m", "user", "refs/heads/kanban/7", "kanban/7~1", cwd=repo)  # on the host
+    assert victim.read_text() == "the user's file\n"
+    assert not reflog.is_symlink() and "commit: own" in reflog.read_text()
