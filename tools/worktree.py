@@ -10,7 +10,9 @@ worktree's own `.git` file is never read: the model may have rewritten it.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 from kanban.state.errors import KanbanError
@@ -148,6 +150,7 @@ def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
     branch = f"refs/heads/{ws.branch}"
     _repair_commondir(paths)
     git = worktree_git(ws, wrap)
+    _plain_branch(paths, ws.branch, git)
     if git.run("symbolic-ref", "-q", "HEAD", check=False).stdout.strip() != branch:
         git.run("symbolic-ref", "HEAD", branch)  # the model may have moved HEAD elsewhere
     git.run("add", "-A", "--", ".", *_EXCLUDED, *_gitlinks(git))
@@ -160,6 +163,35 @@ def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
     head = git.run("rev-parse", "--short", branch).stdout.strip()
     return (f"Workspace: git worktree {ws.path} on branch {ws.branch} at {head} (not merged)"
             + (f"\n{stat}" if stat else "\n(no changes)"))
+
+
+def _plain_branch(paths: GitPaths, name: str, git: Git) -> None:
+    """The card's branch made a plain ref again if the model turned it into a symbolic one
+    (a symlink, or a file reading `ref: refs/heads/main`): the card's commit, and the
+    user's next commits on the branch, would move the branch it names instead."""
+    loose = paths.common_dir / "refs" / "heads" / name
+    if not (loose.is_symlink() or _starts(loose, b"ref:")):
+        return
+    ref = f"refs/heads/{name}"
+    tip = git.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
+                  check=False).stdout.strip()
+    loose.unlink()  # the link or the file itself, never what it names
+    if tip:
+        git.run("update-ref", "--no-deref", "-m", "kanban: the card's branch made plain",
+                ref, tip)
+
+
+def _starts(path: Path, prefix: bytes) -> bool:
+    """Whether the regular file at `path` begins with `prefix` (a link, a FIFO or a missing
+    file: False; whatever its size, only the prefix is read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, len(prefix)) == prefix
+    finally:
+        os.close(fd)
 
 
 def _repair_commondir(paths: GitPaths) -> None:

@@ -164,3 +164,31 @@ def test_a_worktree_cards_reflog_cannot_become_a_link_out(tmp_path: Path) -> Non
     git("update-ref", "-m", "user", "refs/heads/kanban/7", "kanban/7~1", cwd=repo)  # on the host
     assert victim.read_text() == "the user's file\n"
     assert not reflog.is_symlink() and "commit: own" in reflog.read_text()
+
+
+@pytest.mark.parametrize("how", ["printf 'ref: refs/heads/main\\n' > $K/7",
+                                 "ln -sfn refs/heads/main $K/7"])
+def test_a_worktree_cards_branch_made_symbolic_is_made_plain_when_it_ends(
+        tmp_path: Path, how: str) -> None:
+    """The card's own ref is its to write; written as a symbolic ref to `main`, the card's
+    closing commit and the user's next commits on the card's branch would move `main`."""
+    from kanban.tools import worktree
+
+    ws, home, repo = worktree_card(tmp_path)
+    main = git("rev-parse", "main", cwd=repo)
+    out = in_sandbox(ws.path, home, (
+        "K=$(git rev-parse --git-common-dir)/refs/heads/kanban; "
+        f"{how}; echo planted=$?; echo work > work.txt"), ws)
+    assert "planted=0" in out, out
+    ref = repo / ".git/refs/heads/kanban/7"
+    assert ref.is_symlink() or ref.read_text().startswith("ref:")
+    policy = card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
+    note = worktree.finish(ws, "kanban #7: card", wrap=BwrapRunner(policy, session=False).wrap)
+    assert "branch kanban/7" in note, note
+    assert not ref.is_symlink() and not ref.read_text().startswith("ref:")
+    assert git("rev-parse", "main", cwd=repo) == main  # the card's commit went to its branch
+    (ws.path / "user.txt").write_text("user\n")
+    git("add", "user.txt", cwd=ws.path)
+    git(*USER, "commit", "-qm", "user", cwd=ws.path)  # the user, on the host, on kanban/7
+    assert git("rev-parse", "main", cwd=repo) == main
+    assert git("log", "-1", "--format=%s", "kanban/7", cwd=repo) == "user"
