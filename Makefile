@@ -14,8 +14,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m kanban.cli.demo
 
+# Most tests start real processes (CLI, dispatcher, forkserver, MCP servers): the code is
+# compiled once here, since a PYTHONDONTWRITEBYTECODE environment would have each of them
+# compile it again (half a second apiece). Three pytest processes keep both cores busy
+# while tests wait on their children; a file's tests stay in one process.
+TEST_PROCS ?= 3
 test: $(STAMP) chromium bwrap pgbouncer
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m compileall -q -j 0 kanban state agent tools worker cron dispatcher tests bench \
+	  scripts >/dev/null
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadfile
 
 # The browser tests drive Debian's chromium through Playwright (never a downloaded browser):
 # installed here when missing and we are root; elsewhere they skip and say why (CI=true

@@ -38,8 +38,8 @@ def replayer(calls: Sequence[Call], summary: Callable[[list[str]], str]
 
     def respond(body: dict[str, Any]) -> Reply:
         step = next(turn, len(calls) + 1)
-        if step < len(calls):
-            return tool_reply(calls[step])
+        if step < len(calls):  # a megabyte in 16-character deltas would take half a minute
+            return tool_reply(calls[step], chunk_chars=65536)
         if step == len(calls):
             return tool_reply(("kanban_complete", {"summary": summary(tool_results(body))}))
         return text_reply("done")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.conftest import BoardFiles
-from tests.support.procs import KANBAN, query, start_dispatcher, stop, wait_until
+from tests.support.procs import KANBAN, PATIENT_S, query, start_dispatcher, stop, wait_until
 
 ADDERS = 3
 CARDS_PER_ADDER = 15
@@ -63,10 +63,10 @@ def test_busy_lock_holder_beside_a_dispatcher_and_adders(board: BoardFiles,
     total = ADDERS * CARDS_PER_ADDER
     try:
         for adder in adders:
-            _, err = adder.communicate(timeout=55)
+            _, err = adder.communicate(timeout=PATIENT_S)
             assert adder.returncode == 0, err
         wait_until(lambda: query(board.path, "SELECT count(*) FROM card WHERE status = 'done'")
-                   == [(total,)], timeout=55, what=f"{total} cards done", interval=0.2)
+                   == [(total,)], timeout=PATIENT_S, what=f"{total} cards done", interval=0.2)
         assert dispatcher.poll() is None, log.read_text()
     finally:
         stop_file.touch()

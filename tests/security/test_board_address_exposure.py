@@ -13,7 +13,7 @@ import pytest
 
 from kanban.state import DbLocation, open_database
 from tests.support.llm_server import LLMServer, text_reply, tool_reply
-from tests.support.procs import KANBAN, stop, wait_until
+from tests.support.procs import KANBAN, PATIENT_S, stop, wait_until
 
 CANARY = "pw-" + uuid.uuid4().hex
 
@@ -64,7 +64,7 @@ def test_no_command_line_shows_the_boards_password(pg_url: str, tmp_path: Path) 
                 with db.read() as conn:
                     return conn.scalar("SELECT count(*) FROM card WHERE status = 'done'") == 1
 
-            wait_until(done, timeout=60, what="the card done")
+            wait_until(done, timeout=PATIENT_S, what="the card done")
             seen.update(descendants(dispatcher.pid))
         finally:
             db.dispose()
