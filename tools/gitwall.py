@@ -30,6 +30,8 @@ ADMIN_PROTECTED = ("gitdir", "commondir", "config.worktree")  # in a worktree's 
 # git folder the walk did not see (see `nested_git`).
 NESTED_ENTRIES = 500_000
 NESTED_MAX = 1024
+
+
 @dataclass(frozen=True)
 class Wall:
     """Folders bound writable, and paths bound read-only over (or around) them."""
