@@ -150,7 +150,7 @@ def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
     branch = f"refs/heads/{ws.branch}"
     _repair_commondir(paths)
     git = worktree_git(ws, wrap)
-    _plain_branch(paths, ws.branch, git)
+    _plain_branch(paths, branch, git)
     if git.run("symbolic-ref", "-q", "HEAD", check=False).stdout.strip() != branch:
         git.run("symbolic-ref", "HEAD", branch)  # the model may have moved HEAD elsewhere
     git.run("add", "-A", "--", ".", *_EXCLUDED, *_gitlinks(git))
@@ -165,14 +165,13 @@ def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
             + (f"\n{stat}" if stat else "\n(no changes)"))
 
 
-def _plain_branch(paths: GitPaths, name: str, git: Git) -> None:
+def _plain_branch(paths: GitPaths, ref: str, git: Git) -> None:
     """The card's branch made a plain ref again if the model turned it into a symbolic one
     (a symlink, or a file reading `ref: refs/heads/main`): the card's commit, and the
     user's next commits on the branch, would move the branch it names instead."""
-    loose = paths.common_dir / "refs" / "heads" / name
+    loose = paths.common_dir / ref
     if not (loose.is_symlink() or _starts(loose, b"ref:")):
         return
-    ref = f"refs/heads/{name}"
     tip = git.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
                   check=False).stdout.strip()
     loose.unlink()  # the link or the file itself, never what it names
