@@ -33,7 +33,9 @@ from kanban.state.retry import retry_transient
 
 SHUTDOWN_PATIENCE_S = 10.0  # how long a stopping dispatcher retries recording its stop
 HAND_BACK_MIN_S = 5.0  # handing cards back gets max(--drain-timeout, this)
-SECOND_SIGNAL_S = 0.5  # after a second signal: what is not handed back by then stays out
+# After a second signal: what is not handed back by then stays out. At once to a person,
+# yet room for a loaded host to kill a few workers and make their writes (0.5 s was not).
+SECOND_SIGNAL_S = 3.0
 EXIT_STRANDED = 75  # stopped with cards it could not hand back (EX_TEMPFAIL)
 
 
@@ -153,6 +155,8 @@ class Stopping:
                 self.police_workers()
             self.wake.wait(0.05)
             self.wake.clear()
+        for worker in self.workers:  # all at once: the kernel tears them down together
+            procs.signal_group(worker.pid, signal.SIGKILL)
         for worker in self.workers:
             procs.kill_and_confirm(worker.pid, timeout=self.opts.kill_grace_s)
         try:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, Reply, text_reply, tool_reply, tool_results
-from tests.support.procs import kanban, query, start_dispatcher, stop, wait_until
+from tests.support.procs import PATIENT_S, kanban, query, start_dispatcher, stop, wait_until
 
 PROVIDERS = ["openai", "anthropic"]
 DANGEROUS = "echo approved-run > proof.txt; git push --force origin main"
@@ -206,7 +206,8 @@ def test_cancelling_a_card_kills_its_commands(board: BoardFiles, tmp_path: Path)
     try:
         wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=60,
                    what="the command running")
-        assert _alive(background)
+        # bg.pid is written once the shell forked; the child may not have become `sleep` yet
+        wait_until(lambda: _alive(background), timeout=PATIENT_S, what="the sleep started")
         kanban(board.path, "cancel", str(card))
         wait_until(lambda: not _alive(background), timeout=30, what="the command killed")
     finally:
