@@ -89,7 +89,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         output.print_json(summary.to_json())
     else:
-        from kanban.cli.plain import status_lines
+        from kanban.cli.status_text import status_lines
 
         output.out_lines(status_lines(summary))
     if summary.config_error is not None:  # as `dispatch` and `add` would refuse it

@@ -119,6 +119,6 @@ def workers(ctx: click.Context, as_json: bool) -> None:
     if not rows:
         output.note("no live workers")
         return
-    from kanban.cli.plain import worker_lines
+    from kanban.cli.status_text import worker_lines
 
     output.out_lines(worker_lines(rows, now))

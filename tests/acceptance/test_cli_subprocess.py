@@ -12,8 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.pg import skip_or_fail
+
 SCRIPT = Path(sys.executable).with_name("kanban")
 KANBAN = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "kanban.cli"]
+
+
+@pytest.fixture
+def console_script() -> None:
+    """The installed `kanban` script beside this Python (`make test` installs it)."""
+    if not SCRIPT.exists():
+        skip_or_fail(f"no console script at {SCRIPT} (pip install -e .)")
 
 
 @pytest.fixture
@@ -145,7 +154,7 @@ def _interrupted_at(n: int, calls: Path, env: dict[str, str]) -> subprocess.Pope
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+@pytest.mark.usefixtures("console_script")
 def test_ctrl_c_at_any_import_of_the_start_up_exits_130_without_a_traceback(
         tmp_path: Path, env: dict[str, str]) -> None:
     """Every import of the first 60, then every 20th: only those before main()'s first
@@ -184,7 +193,7 @@ def _before_main(err: str) -> bool:
         all(f.startswith(ENTRY_MODULES) and f.endswith(", in <module>") for f in ours)
 
 
-@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the installed console script")
+@pytest.mark.usefixtures("console_script")
 def test_ctrl_c_right_after_exec_never_prints_kanbans_traceback(tmp_path: Path,
                                                                env: dict[str, str]) -> None:
     """SIGINT at moments spread over `kanban --version` from its exec, until a dozen landed

@@ -13,7 +13,7 @@ import pytest
 
 from kanban import approvals
 from kanban.cards import NewCard
-from kanban.cli.plain import notification_lines
+from kanban.cli.status_text import notification_lines
 from kanban.delivery.courier import Courier
 from kanban.delivery.rows import DeliveryStatus
 from kanban.delivery.senders import Context

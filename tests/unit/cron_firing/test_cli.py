@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import click
 import pytest
 
-from kanban.cli.plain import cron_lines
+from kanban.cli.status_text import cron_lines
 from kanban.cron.firing import fire_due_jobs
 from kanban.cron.jobs import JobSpec
 from kanban.cron.service import CronJobs, next_fires
