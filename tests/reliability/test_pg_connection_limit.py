@@ -60,8 +60,12 @@ def test_a_server_out_of_connections_spends_no_attempt(
         try:
             wait_until(lambda: "started" in log.read_text(), timeout=60, what="the dispatcher")
             db.dispose()
-            # No connection more for the role than those the dispatcher holds now.
-            pg_query(pg_url, f'ALTER ROLE "{role}" CONNECTION LIMIT {max(1, connections())}')
+            # No new connection for the role: those the dispatcher holds stay open (the
+            # limit is checked at connect), every worker's is refused. A limit of "the
+            # dispatcher's count now" let a worker in when a backend that had just
+            # disconnected (the forkserver's, under load) was still counted.
+            pg_query(pg_url, f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
+            assert connections() >= 1
             card = Kanban(open_postgres(pg_url)).add_card(NewCard(title="t", goal="g",
                                                                   max_attempts=1))
             wait_until(lambda: "circuit breaker open" in log.read_text(), timeout=120,
