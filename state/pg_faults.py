@@ -47,8 +47,16 @@ def is_transient(exc: BaseException, *, connecting: bool = False) -> bool:
         text = str(exc)  # libpq reports a refused login as text only
         return not any(words in text for words in _PERMANENT_CONNECT_TEXT)
     if state:
-        return state.startswith(_TRANSIENT_STATES)
+        return state.startswith(_TRANSIENT_STATES) or replanned(exc)
     return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def replanned(exc: BaseException) -> bool:
+    """A prepared statement whose table changed shape under it (a migration of another
+    process added a column to what it returns): the store makes psycopg forget what it
+    prepared on that connection, so the next try plans afresh."""
+    return getattr(exc, "sqlstate", None) == "0A000" and \
+        "cached plan must not change result type" in str(exc)
 
 
 def first_line(exc: BaseException) -> str:

@@ -10,7 +10,8 @@ dispatcher of W workers thus holds at most `connection_bound(W)` server connecti
 (docs/postgres-fleet.md).
 
 Behind a transaction-mode pooler (PgBouncer) no session state may outlive a transaction:
-timeouts are set with SET LOCAL in each one (`session_sql`), prepared statements are off,
+timeouts are set with SET LOCAL in each one (`session_sql`), prepared statements are off
+(state/postgres.py prepares them on direct connections only),
 and LISTEN needs a direct connection (`listen_url`) or falls back to polling.
 """
 

@@ -46,6 +46,8 @@ def test_behind_a_transaction_pooler_every_transaction_sets_its_own_timeouts(
                 assert conn.scalar("SELECT value FROM setting WHERE key = :k", {"k": "k"}) \
                     == "v"
         assert db.pooled is True
+        with db.read() as conn:
+            assert conn.scalar("SELECT count(*) FROM pg_prepared_statements") == 0
         # Outside kanban's transactions the pooled server sessions keep no timeout of ours.
         assert pg_query(bouncer.url(pg_url), "SHOW statement_timeout") == [("0",)]
     finally:

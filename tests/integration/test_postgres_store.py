@@ -14,7 +14,7 @@ from kanban.cards import NewCard
 from kanban.dispatcher.wake import NotifyWatcher, change_watcher
 from kanban.service import Kanban
 from kanban.state.errors import DatabaseError, TransientDatabaseError
-from kanban.state.postgres import PostgresDatabase, is_transient
+from kanban.state.postgres import POOL_MAX, PostgresDatabase, is_transient
 from kanban.state.store import Database
 from tests.support.db import claim_one, open_postgres, worker
 from tests.support.pg import database_outage, pg_query, terminate_backends
@@ -145,6 +145,45 @@ def _woken(watcher: NotifyWatcher, action: object) -> bool:
     changed = watcher.wait(10, event)
     thread.join()
     return changed
+
+
+def test_statements_run_often_are_prepared_on_a_direct_connection(pg: Database) -> None:
+    for _ in range(12):  # past the threshold on each of the pool's connections
+        with pg.statement() as conn:
+            assert conn.scalar("SELECT count(*) FROM board WHERE name = :n", {"n": "x"}) == 0
+    with pg.read() as conn:
+        prepared = conn.column("SELECT statement FROM pg_prepared_statements")
+    assert any("FROM board WHERE name" in text for text in prepared), prepared
+
+
+def test_a_table_changed_under_prepared_statements_costs_one_error_per_connection(
+        pg: Database) -> None:
+    """Another process migrates (adds a column) while statements returning that table's
+    rows are prepared: a connection's first call after it fails as transient, and every
+    later call works, the connection's other prepared statements included."""
+    pg_query(pg.target, "CREATE TABLE shape (id integer)")
+    pg_query(pg.target, "INSERT INTO shape VALUES (1)")
+    first, second = "SELECT * FROM shape", "SELECT * FROM shape WHERE id > :n"
+    for _ in range(12):
+        with pg.statement() as conn:
+            assert conn.all(first) == [(1,)]
+            assert conn.all(second, {"n": 0}) == [(1,)]
+    with pg.read() as conn:
+        assert conn.scalar("SELECT count(*) FROM pg_prepared_statements") >= 2
+    pg_query(pg.target, "ALTER TABLE shape ADD COLUMN extra integer DEFAULT 7")
+    failed: list[int] = []  # the server process of each failure's connection
+    for _ in range(3 * POOL_MAX):
+        backend = None
+        try:
+            with pg.statement() as conn:
+                backend = conn.raw.info.backend_pid
+                assert conn.all(first) == [(1, 7)]
+                assert conn.all(second, {"n": 0}) == [(1, 7)]
+        except TransientDatabaseError as exc:
+            assert "cached plan must not change result type" in str(exc)
+            assert backend is not None
+            failed.append(backend)
+    assert failed and len(failed) == len(set(failed)), failed
 
 
 def test_notifications_wake_the_watcher(pg: Database) -> None:
