@@ -35,9 +35,11 @@ def seal_dispatcher(environ: MutableMapping[str, str] = os.environ) -> None:
 
 def providers_in_use(config: Config, env: Mapping[str, str]) -> set[str]:
     """Model adapters worth preloading (and warming) in the forkserver: those of the
-    profiles' models and of keys present; the Responses API only where a profile uses it."""
-    found = {name for name, key in (("openai", "OPENAI_API_KEY"),
-                                    ("anthropic", "ANTHROPIC_API_KEY")) if env.get(key)}
+    profiles' models and fallbacks; the Responses API only where a profile uses it. A key
+    present but named by no profile loads nothing (the anthropic SDK alone costs about 2 s
+    of CPU at every start): the forkserver loads it after the first card that asks for it
+    (worker/forkserver.py)."""
+    found: set[str] = set()
     for p in config.profiles.values():
         for spec in (p.resolved_model(env), *p.fallback):
             provider = spec.split(":", 1)[0]

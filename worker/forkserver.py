@@ -20,7 +20,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,9 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
     return db
 
 
+ADAPTERS = ("openai", "openai-responses", "anthropic")  # the model SDKs worth preloading
+
+
 class DispatcherGone(Exception):
     """Nobody reads our reports any more: the dispatcher died. Its workers run on (a new
     dispatcher requeues their cards); this server leaves without a word."""
@@ -72,8 +75,10 @@ class DispatcherGone(Exception):
 
 class ForkServer:
     def __init__(self, stdin_fd: int, out_fd: int, db: Database | None, *,
-                 spares: bool = True, handoffs: socket.socket | None = None) -> None:
+                 spares: bool = True, handoffs: socket.socket | None = None,
+                 warmed: Iterable[str] = ()) -> None:
         self.db = db
+        self.warmed = set(warmed)  # the model SDKs imported here (`_warm_for`)
         self.stdin_fd = stdin_fd
         self.out_fd = out_fd
         self.handoffs = handoffs  # the dispatcher passes each worker's credential pipe here
@@ -161,9 +166,26 @@ class ForkServer:
         from kanban.worker.warm import remember_config
 
         remember_config(request["env"].get("KANBAN_CONFIG", ""))
+        self._warm_for(request["env"].get("KANBAN_MODEL", ""))
         # The next spare once the new worker is under way: forking now would take the CPU
         # it starts on (2 cores: the worker, the dispatcher and this fork all at once).
         self.spare_due = time.monotonic() + SPARE_DELAY_S
+
+    def _warm_for(self, model: str) -> None:
+        """A worker's model whose SDK was not preloaded (no profile names it: a card's own
+        model): loaded now, after that worker started cold, so the next one starts warm."""
+        provider = model.split(":", 1)[0]
+        if provider not in ADAPTERS or provider in self.warmed:
+            return
+        self.warmed.add(provider)
+        from kanban import agent
+
+        try:
+            agent.preload([provider])
+        except Exception:  # noqa: BLE001 - a cold SDK is slower, never broken
+            return
+        gc.collect()
+        gc.freeze()  # the spare (just handed this request) is forked again after this
 
     def _credentials(self, request: dict[str, Any]) -> int | None:
         """The credential pipe the dispatcher passed ahead of this request, never read here."""
@@ -278,7 +300,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # keep forked workers from copying pages the collector would touch
     with suppress(DispatcherGone):
-        ForkServer(0, out_fd, db, handoffs=handoffs).serve()
+        ForkServer(0, out_fd, db, handoffs=handoffs, warmed=providers).serve()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The forkserver keeps one spare worker forked ahead of need: a request goes to it (its
 pid is the worker's), a spare that never ran a card is never reported as a worker's exit,
-and the spare leaves when the forkserver does."""
+and the spare leaves when the forkserver does. A model SDK no profile preloaded is loaded
+after the first worker that asks for it."""
 
 from __future__ import annotations
 
@@ -77,5 +78,34 @@ def test_a_dead_spare_is_replaced_by_a_fork_and_never_reported(tmp_path: Path) -
         assert pid != spare
         assert spawner.exits.get(timeout=30) == (pid, EXIT_BAD_ENV)
         assert spawner.exits.empty()
+    finally:
+        spawner.close()
+
+
+def sdk_libraries(pid: int) -> set[str]:
+    """The model SDKs' compiled parts mapped into process `pid` (jiter: both SDKs parse
+    streamed JSON with it; nothing else kanban loads does)."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {name for name in ("jiter", "_pydantic_core") if f"/{name}." in maps}
+
+
+def test_a_model_no_profile_named_is_loaded_after_its_first_worker(tmp_path: Path) -> None:
+    spawner = ForkServerSpawner({"PATH": os.environ["PATH"]}, threading.Event())
+    try:
+        wait_until(lambda: children(spawner.pid), timeout=30, what="a spare")
+        assert "jiter" not in sdk_libraries(spawner.pid)
+        for n, model in enumerate(("scripted:demo", "anthropic:claude")):
+            request = SpawnRequest(env={"PATH": os.environ["PATH"], "KANBAN_MODEL": model},
+                                   cwd=str(tmp_path / f"w{n}"), log=str(tmp_path / f"{n}.log"))
+            pid = spawner.spawn(request)
+            assert spawner.exits.get(timeout=30) == (pid, EXIT_BAD_ENV)
+            if model.startswith("scripted"):  # nothing to load for the offline model
+                wait_until(lambda: children(spawner.pid), timeout=30, what="the next spare")
+                assert "jiter" not in sdk_libraries(spawner.pid)
+        wait_until(lambda: "jiter" in sdk_libraries(spawner.pid), timeout=60,
+                   what="the anthropic SDK loaded")
+        # the spare forked after it has it too: the next such worker starts warm
+        spare = wait_until(lambda: children(spawner.pid), timeout=30, what="the next spare")[0]
+        assert "jiter" in sdk_libraries(spare)
     finally:
         spawner.close()

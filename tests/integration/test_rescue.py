@@ -278,8 +278,11 @@ def test_the_forkserver_preloads_the_adapters_the_profiles_use(kb: Kanban,
         "offline": {"model": "scripted:demo"}}})
     assert providers_in_use(config, {}) == {"openai", "openai-responses", "anthropic"}
     offline = parse_config({"profiles": {"default": {"model": "scripted:demo"}}})
-    # a key present: its SDK may be used
-    assert providers_in_use(offline, {"OPENAI_API_KEY": "k"}) == {"openai"}
+    # The built-in profiles (no model of their own) take the first key's default model;
+    # a key no profile uses loads nothing until a card asks for it (worker/forkserver.py).
+    both = {"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}
+    assert providers_in_use(offline, both) == {"openai"}
+    assert providers_in_use(offline, {"ANTHROPIC_API_KEY": "k"}) == {"anthropic"}
 
 
 def test_many_free_slots_are_claimed_in_short_batches_in_one_pass(
