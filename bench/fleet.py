@@ -95,7 +95,7 @@ class Measured:
 def _run_fleet(path: Path, reader: Reader, dispatcher: DispatcherProcess,
                size: FleetSize) -> Measured:
     writer = Writer(path)
-    writer.thread.start()
+    writer.start()
     before, started = cpu_s(dispatcher.proc.pid), time.monotonic()
     fleet_before = _tree_cpu_s(dispatcher.proc.pid)  # the dispatcher and its forkserver
     with kanban_at(path) as kb:
@@ -128,11 +128,9 @@ def _run_fleet(path: Path, reader: Reader, dispatcher: DispatcherProcess,
                interval=0.2)
     wall = time.monotonic() - started
     used = cpu_s(dispatcher.proc.pid) - before
-    writer.stop.set()
-    writer.thread.join()
-    writer.conn.close()
+    waits = writer.stop()
     fleet = _tree_cpu_s(dispatcher.proc.pid) - fleet_before
-    return Measured(100 * used / wall, 100 * fleet / wall, writer.waits_ms, worker_kib, wall)
+    return Measured(100 * used / wall, 100 * fleet / wall, waits, worker_kib, wall)
 
 
 def _tree_cpu_s(root: int) -> float:

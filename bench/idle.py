@@ -17,8 +17,8 @@ Measured from /proc (user + system CPU of the dispatcher):
 
 from __future__ import annotations
 
+import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -48,38 +48,59 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
 
+# The writer runs in a process of its own: the bench's process also serves the fleet's
+# model answers (400 threads of tests.support.llm_server), and a writer thread there
+# measured its wait for the GIL after each statement as a wait for SQLite's lock.
+_WRITER = """
+import json, sqlite3, sys, threading, time
+conn = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
+conn.execute("PRAGMA busy_timeout = 30000")
+card = conn.execute("SELECT max(id) FROM card").fetchone()[0]
+stop, waits = threading.Event(), []
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+print("ready", flush=True)
+period, next_at = 1 / float(sys.argv[2]), time.monotonic()
+while not stop.is_set():
+    started = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    waits.append((time.perf_counter() - started) * 1000)
+    conn.execute("INSERT INTO comment (card_id, author, body, at) VALUES "
+                 "(?, 'bench', 'a note', datetime('now'))", (card,))
+    conn.execute("COMMIT")
+    next_at += period
+    stop.wait(max(0.0, next_at - time.monotonic()))
+conn.close()
+print(json.dumps(waits), flush=True)
+"""
+
+
 class Writer:
-    """Commits a comment WRITES_PER_S times a second; records each wait for the lock."""
+    """Another process committing a comment WRITES_PER_S times a second; `stop` returns
+    each of its waits for the write lock (BEGIN IMMEDIATE), in ms."""
 
     def __init__(self, path: Path) -> None:
-        self.conn = sqlite3.connect(path, timeout=30, isolation_level=None,
-                                    check_same_thread=False)
-        self.conn.execute("PRAGMA busy_timeout = 30000")
-        self.card = self.conn.execute("SELECT max(id) FROM card").fetchone()[0]
-        self.waits_ms: list[float] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.path = path
+        self.proc: subprocess.Popen[str] | None = None
 
-    def _run(self) -> None:
-        period = 1 / WRITES_PER_S
-        next_at = time.monotonic()
-        while not self.stop.is_set():
-            started = time.perf_counter()
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.waits_ms.append((time.perf_counter() - started) * 1000)
-            self.conn.execute("INSERT INTO comment (card_id, author, body, at) VALUES "
-                              "(?, 'bench', 'a note', datetime('now'))", (self.card,))
-            self.conn.execute("COMMIT")
-            next_at += period
-            self.stop.wait(max(0.0, next_at - time.monotonic()))
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(self.path), str(WRITES_PER_S)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the writer process did not start")
+
+    def stop(self) -> list[float]:
+        assert self.proc is not None
+        out, _ = self.proc.communicate("", timeout=60)  # end of its input: it stops
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"the writer process exited with {self.proc.returncode}")
+        return [float(w) for w in json.loads(out.strip().splitlines()[-1])]
 
     def run_for(self, seconds: float) -> list[float]:
-        self.thread.start()
-        self.stop.wait(seconds)
-        self.stop.set()
-        self.thread.join()
-        self.conn.close()
-        return self.waits_ms
+        self.start()
+        time.sleep(seconds)
+        return self.stop()
 
 
 def window(pid: int, seconds: float) -> float:

@@ -129,6 +129,13 @@ class Database:
         BEGIN/COMMIT); elsewhere an ordinary write transaction."""
         return self.write()
 
+    def write_one(self, sql: str, params: Params = None) -> int:
+        """One self-contained write statement, atomic on its own; the rows it changed.
+        SQLite runs it in autocommit, so its write lock is held inside that one statement,
+        never while Python code runs between BEGIN and COMMIT."""
+        with self.statement() as conn:
+            return conn.run(sql, params)
+
     def probe_write(self) -> None:
         """A small real write, undone in the same transaction, as a newly started process
         would make it: proof that workers can use the database again."""

@@ -20,7 +20,6 @@ from kanban.errors import LeaseLost
 from kanban.state.pg_fleet import mark_urgent
 from kanban.state.retry import Backoff
 from kanban.tools.scope import WorkerScope
-from kanban.transitions import assert_lease
 from kanban.worker.activity import Activity
 
 CHECK_S = 0.25  # how often the lease is checked (a read) when nothing else is written
@@ -116,10 +115,8 @@ class HeartbeatThread:
                 if not claims.is_current(conn, s.card_id, s.claim_token):
                     raise LeaseLost(f"card #{s.card_id} is no longer this worker's")
             return
-        with s.kb.db.write() as conn:
-            assert_lease(conn, s.card_id, s.claim_token)
-            claims.record_activity(conn, s.run_id, s.card_id, s.claim_token, snapshot,
-                                   now=s.kb.clock())
+        claims.store_activity(s.kb.db, s.run_id, s.card_id, s.claim_token, snapshot,
+                              now=s.kb.clock())
 
     def _lost(self, message: str) -> bool:
         """The card is not ours any more; True when this thread should end."""

@@ -5,14 +5,22 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+import kanban.state.sqlite as sqlite_store
 from kanban.state.config import BUILTIN_PROFILES, Limits, Profile
 from kanban.state.config_file import load_config
 from kanban.state.db import open_database
-from kanban.state.errors import ConfigError, DatabaseError, SchemaTooNewError
+from kanban.state.errors import (
+    ConfigError,
+    DatabaseError,
+    SchemaTooNewError,
+    TransientDatabaseError,
+)
 from kanban.state.migrations import LATEST
 from kanban.state.paths import DbLocation, resolve_db
 from kanban.state.postgres import hide_password, normalise_url
@@ -165,6 +173,41 @@ def test_write_takes_the_write_lock_at_begin_and_read_does_not(tmp_path: Path) -
         # No statement yet: BEGIN IMMEDIATE alone holds the lock.
         with db.write(), pytest.raises(sqlite3.OperationalError, match="database is locked"):
             other.execute("BEGIN IMMEDIATE")
+    finally:
+        other.close()
+        db.dispose()
+
+
+def test_one_statement_writes_in_autocommit_and_waits_out_a_busy_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "kanban.db"
+    db = open_sqlite(path)
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    insert = "INSERT INTO setting (key, value) VALUES (:k, 'v')"
+    retrying = threading.Event()
+    pause = time.sleep
+
+    def noted_pause(seconds: float) -> None:  # write_one's pause between busy slices
+        retrying.set()
+        pause(seconds)
+
+    monkeypatch.setattr(sqlite_store.time, "sleep", noted_pause)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # held past the writer's patience: refused
+        db.patience_s = BUSY_SLICE_S
+        with pytest.raises(TransientDatabaseError, match="held its write lock too long"):
+            db.write_one(insert, {"k": "refused"})
+        db.patience_s = 60.0
+        done: list[int] = []
+        writer = threading.Thread(target=lambda: done.append(db.write_one(insert, {"k": "kept"})))
+        writer.start()
+        assert retrying.wait(timeout=60)  # busy once at least...
+        other.execute("ROLLBACK")  # ...then the lock comes free
+        writer.join(timeout=60)
+        assert done == [1]
+        with db.read() as conn:
+            assert conn.column("SELECT key FROM setting WHERE value = 'v'") == ["kept"]
+        assert not db._held().in_transaction  # committed by the statement itself
     finally:
         other.close()
         db.dispose()

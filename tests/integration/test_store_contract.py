@@ -14,7 +14,7 @@ import pytest
 
 from kanban import transitions
 from kanban.cards import NewCard
-from kanban.claims import ClaimFilter, record_usage
+from kanban.claims import ClaimFilter, record_usage, store_activity
 from kanban.errors import DependencyError, LeaseLost
 from kanban.service import Kanban
 from kanban.state.store import Database
@@ -124,6 +124,25 @@ def test_heartbeat_fencing_and_usage(kb: Kanban, db: Database, clock: FakeClock)
     assert [r["outcome"] for r in runs_of(db, card.id)] == [Outcome.LEASE_LOST,
                                                             Outcome.COMPLETED]
     assert runs_of(db, card.id)[0]["progress"] == "halfway"
+
+
+def test_live_activity_is_stored_only_under_the_claim(kb: Kanban, db: Database,
+                                                     clock: FakeClock) -> None:
+    card = kb.add_card(NewCard("task", max_attempts=3))
+    first = claim_one(kb, card.id)
+    store_activity(db, first.run_id, card.id, first.claim_token, {"phase": "model"},
+                   now=clock())
+    requeue(kb, card.id, outcome=Outcome.LEASE_LOST)
+    second = claim_one(kb, card.id)
+    for run_id, token in ((first.run_id, first.claim_token),  # a stale worker
+                          (first.run_id, second.claim_token),  # the new claim, an old run
+                          (second.run_id, first.claim_token)):  # the old claim, a new run
+        with pytest.raises(LeaseLost):
+            store_activity(db, run_id, card.id, token, {"phase": "forged"}, now=clock())
+    store_activity(db, second.run_id, card.id, second.claim_token, {"phase": "tools"},
+                   now=clock())
+    assert [r["activity"] for r in runs_of(db, card.id)] == ['{"phase": "model"}',
+                                                             '{"phase": "tools"}']
 
 
 def test_attempts_run_out_and_retry_refills_them(kb: Kanban) -> None:
