@@ -59,11 +59,35 @@ def prepare(ws: Workspace, home: Path) -> Workspace:
         paths = _add(ws, home)
     except GitError as exc:
         raise WorktreeError(exc.message) from None
-    record = record_path(ws, home)
-    record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    record.write_text(json.dumps({"path": str(ws.path), **paths.to_json()}))
+    write_record(record_path(ws, home), {"path": str(ws.path), **paths.to_json(),
+                                         "tip": branch_tip(repository_of(home), ws.branch)})
     ensure_branch_folders(paths, ws.branch)
     return Workspace(ws.card_id, ws.kind, ws.path, ws.branch, paths)
+
+
+def write_record(record: Path, data: dict[str, object]) -> None:
+    record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    record.write_text(json.dumps(data))
+
+
+def branch_tip(git: Git, branch: str) -> str | None:
+    """The commit `refs/heads/<branch>` names now (None: no such branch)."""
+    found = git.run("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}",
+                    check=False)
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+def _left_by_kanban(ws: Workspace, home: Path, tip: str | None) -> bool:
+    """Whether this board recorded the card's branch at `tip`: when it made the card's
+    worktree, or when it removed it (`kanban gc`). A branch `kanban/<card>` of a card
+    that never had a worktree is not kanban's: another card's commands can create one
+    (the branch folder is writable to every worktree card), and checking it out would
+    run what they planted with the new card's rights."""
+    try:
+        data = json.loads(record_path(ws, home).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and tip is not None and data.get("tip") == tip
 
 
 def recorded(ws: Workspace, home: Path) -> Workspace:
@@ -112,6 +136,13 @@ def _add(ws: Workspace, home: Path) -> GitPaths:
     if head.returncode != 0:
         raise WorktreeError(f"the repository {repo.cwd} has no commit to branch from")
     if exists:
+        tip = branch_tip(repo, ws.branch)
+        if not _left_by_kanban(ws, home, tip):
+            raise WorktreeError(
+                f"branch {ws.branch} already exists (at {(tip or '?')[:12]}) but this board "
+                "did not leave it there: another card's commands may have made it. Check it, "
+                f"then delete or rename it (git branch -m {ws.branch} <new name>) to run "
+                "this card")
         repo.run("worktree", "add", str(ws.path), ws.branch)
     else:
         repo.run("worktree", "add", "-b", ws.branch, str(ws.path), "HEAD")

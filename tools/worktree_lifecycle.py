@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kanban.tools.gitsafe import Git, GitError
-from kanban.tools.worktree import RECORDS, WorktreeError, repository_of
+from kanban.tools.worktree import (
+    RECORDS,
+    WorktreeError,
+    branch_tip,
+    repository_of,
+    write_record,
+)
 from kanban.workspaces import WORKTREE, Workspace
 
 
@@ -71,8 +77,15 @@ def remove_checkout(home: Path, path: Path) -> bool:
     the board's repository, deleting its files, and the dispatcher's record of it; its
     branch stays. False: nothing there."""
     path = _inside_workspaces(home, path)
-    (home / RECORDS / path.parent.name / f"{path.name}.json").unlink(missing_ok=True)
     git = repository_of(home)
+    # What stays is the branch and where it points, so a card opened again later checks
+    # out its own branch, not one planted in its name meanwhile (tools/worktree.py).
+    record = home / RECORDS / path.parent.name / f"{path.name}.json"
+    tip = branch_tip(git, f"kanban/{path.name}") if path.name.isdigit() else None
+    if tip is None:
+        record.unlink(missing_ok=True)
+    else:
+        write_record(record, {"path": str(path), "tip": tip, "removed": True})
     if not path.exists():
         _run(git, "worktree", "prune", check=False)
         return False

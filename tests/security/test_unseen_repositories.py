@@ -192,3 +192,44 @@ def test_a_worktree_cards_branch_made_symbolic_is_made_plain_when_it_ends(
     git(*USER, "commit", "-qm", "user", cwd=ws.path)  # the user, on the host, on kanban/7
     assert git("rev-parse", "main", cwd=repo) == main
     assert git("log", "-1", "--format=%s", "kanban/7", cwd=repo) == "user"
+
+
+def test_a_branch_planted_for_a_future_card_is_never_checked_out(tmp_path: Path) -> None:
+    """Card 7 makes `kanban/9` (the branch folder is its to write: its own ref's lock and
+    rename live there) at a commit of its own, with a Makefile. When card 9 comes, perhaps
+    with more rights, it must not start on that branch and run what is planted."""
+    from kanban.tools import worktree
+
+    ws, home, repo = worktree_card(tmp_path)
+    out = in_sandbox(ws.path, home, (
+        "printf 'all:\\n\\ttouch /tmp/planted\\n' > Makefile && git add Makefile && "
+        "git -c user.name=m -c user.email=m@m commit -qm planted; echo commit=$?; "
+        "git rev-parse HEAD > $(git rev-parse --git-common-dir)/refs/heads/kanban/9; "
+        "echo planted=$?"), ws)
+    assert "planted=0" in out, out  # the wall cannot tell its own ref's files from these
+    planted = git("rev-parse", "kanban/9", cwd=repo)
+    future = Workspace(9, "worktree", home / "workspaces" / "default" / "9", "kanban/9")
+    with pytest.raises(worktree.WorktreeError, match="kanban/9 already exists .* did not"):
+        worktree.prepare(future, home)
+    assert not future.path.exists()
+    assert git("rev-parse", "kanban/9", cwd=repo) == planted  # left for the user to look at
+
+
+def test_a_removed_cards_branch_is_checked_out_again_as_it_was_left(tmp_path: Path) -> None:
+    """`kanban gc` removes a finished card's worktree and keeps its branch: opened again,
+    the card gets its own branch back, and not once the branch was moved meanwhile."""
+    from kanban.tools import worktree
+    from kanban.tools.worktree_lifecycle import remove_checkout
+
+    ws, home, repo = worktree_card(tmp_path)
+    (ws.path / "result.txt").write_text("the card's work\n")
+    worktree.finish(ws, "kanban #7: card")
+    left = git("rev-parse", "kanban/7", cwd=repo)
+    assert remove_checkout(home, ws.path) and not ws.path.exists()
+    again = worktree.prepare(Workspace(7, "worktree", ws.path, "kanban/7"), home)
+    assert (again.path / "result.txt").read_text() == "the card's work\n"
+    assert git("rev-parse", "HEAD", cwd=again.path) == left
+    remove_checkout(home, again.path)
+    git("update-ref", "refs/heads/kanban/7", "main", cwd=repo)  # moved while it was away
+    with pytest.raises(worktree.WorktreeError, match="kanban/7 already exists"):
+        worktree.prepare(Workspace(7, "worktree", ws.path, "kanban/7"), home)

@@ -105,7 +105,9 @@ def test_a_checkout_whose_git_file_was_rewritten_is_removed_inside_only(tmp_path
     assert remove_checkout(home, ws.path)
     assert not ws.path.exists() and str(ws.path) not in worktrees(repo)
     assert victim.read_text() == "keep me\n"
-    assert (repo / "README").exists() and git("status", "--porcelain", cwd=repo) == ""
+    # the repository's own files untouched (the board's folder keeps the branch's record)
+    assert (repo / "README").exists()
+    assert git("status", "--porcelain", "--", ".", ":!.kanban", cwd=repo) == ""
 
 
 def test_adding_needs_a_repository(tmp_path: Path) -> None:
