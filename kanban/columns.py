@@ -15,6 +15,7 @@ from kanban.state.rows import as_time, is_time_column
 from kanban.states import TERMINAL, CardStatus
 
 MAX_PAGE = 500
+REASON_CHARS = 200  # of a blocked card's reason, read for a board (`show` has it whole)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class BoardCard:
     progress: str | None = None
     activity: str | None = None  # JSON, see kanban.activity
     run_after: datetime | None = None
+    reason: str | None = None  # why a blocked card is blocked (its first REASON_CHARS)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -46,6 +48,7 @@ class BoardCard:
             "activity": parse_activity(self.activity) or None,
             "due_at": (self.run_after.isoformat()
                        if self.run_after and self.status == CardStatus.SCHEDULED else None),
+            "blocked_because": self.reason,
         }
 
     def cursor(self) -> str:
@@ -57,14 +60,17 @@ class BoardCard:
         return f"{self.priority}~{self.id}"
 
 
-# The running card's current run comes along: its heartbeat, progress and live activity.
-BOARD_CARD_SELECT = """
+# The running card's current run comes along: its heartbeat, progress and live activity;
+# a blocked card's reason, its start only (a column shows one line of it).
+BOARD_CARD_SELECT = f"""
 SELECT c.id, c.title, c.priority, c.status, c.profile, c.created_by, c.created_at,
-       c.updated_at, c.attempt, r.heartbeat_at, r.progress, r.activity, c.run_after
+       c.updated_at, c.attempt, r.heartbeat_at, r.progress, r.activity, c.run_after,
+       CASE WHEN c.status = 'blocked' THEN substr(c.error, 1, {REASON_CHARS}) END
 FROM card c LEFT JOIN run r ON r.card_id = c.id AND r.claim_token = c.claim_token
 """
 _FIELDS = ("id", "title", "priority", "status", "profile", "created_by", "created_at",
-           "updated_at", "attempt", "heartbeat_at", "progress", "activity", "run_after")
+           "updated_at", "attempt", "heartbeat_at", "progress", "activity", "run_after",
+           "reason")
 
 
 # Which fields are times, worked out once: a board page shapes a few hundred rows.

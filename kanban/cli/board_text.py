@@ -6,7 +6,7 @@ from datetime import datetime
 
 from kanban.activity import describe as describe_activity
 from kanban.cli.output import one_line, paint, plural
-from kanban.cli.plain import status_word
+from kanban.cli.plain import blocked_because, status_word
 from kanban.columns import BoardCard
 from kanban.queries import BoardSnapshot
 from kanban.state.timeutil import utcnow
@@ -47,15 +47,16 @@ def board_lines(snapshot: BoardSnapshot) -> list[str]:
         lines.append(f"{status_word(status)} {count:,}")
         cards = snapshot.columns.get(status, [])
         for card in cards:
-            lines.append(f"  {card_line(card, now)}")
-            lines += [f"    ⚠ approve: {one_line(command)}"
-                      for command in snapshot.approvals.get(card.id, ())]
+            waits_for = snapshot.approvals.get(card.id, ())
+            # a card blocked on an approval: the command it waits for says why
+            lines.append(f"  {card_line(card, now, reason=not waits_for)}")
+            lines += [f"    ⚠ approve: {one_line(command)}" for command in waits_for]
         if count > len(cards):
             lines.append(paint(f"  +{count - len(cards):,} more", "dim"))
     return lines
 
 
-def card_line(card: BoardCard, now: datetime) -> str:
+def card_line(card: BoardCard, now: datetime, *, reason: bool = True) -> str:
     since = card.updated_at if card.status in FINISHED else card.created_at
     facts = [f"#{card.id}"]
     if card.priority:
@@ -66,6 +67,8 @@ def card_line(card: BoardCard, now: datetime) -> str:
     line = f"{' '.join(facts)}  {card.title}"
     if card.status == "scheduled" and card.run_after is not None:
         line += f"  ⏲ {until(card.run_after, now)}"
+    if reason:
+        line += blocked_because(card.status, card.reason)
     if card.status == "running":
         beat = f"♥ {age(card.heartbeat_at, now)}"
         line += f"  {beat}" + (f" {one_line(card.progress)}" if card.progress else "")

@@ -33,7 +33,9 @@ STATUS_STYLE = {
 }
 STATUS_WIDTH = max(len(s) for s in STATUS_STYLE)
 CONTEXT_SHOWN = 2_000  # on a terminal; a pipe gets it whole
-REASON_SHOWN = 80  # of a blocked card's reason in `kanban list`; `show` and --json have it whole
+# Of a blocked card's reason in `kanban list` and `board`; `show` and `list --json` have it
+# whole, board JSON its first columns.REASON_CHARS.
+REASON_SHOWN = 80
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 
 
@@ -68,14 +70,22 @@ class CardLines:
 
 
 def _blocked_because(card: CardRecord) -> str:
+    return blocked_because(card.status, card.error)
+
+
+def blocked_because(status: str, error: str | None) -> str:
     """`  — reason` for a blocked card: one line, cut to REASON_SHOWN, controls spelled out
     (a worker's model may have written it)."""
-    if card.status != "blocked" or not card.error:
+    if status != "blocked" or not error:
         return ""
-    reason = one_line(card.error)
+    return "  " + paint(f"— {short_reason(error)}", "red")
+
+
+def short_reason(error: str) -> str:
+    reason = one_line(error)
     if len(reason) > REASON_SHOWN:
         reason = reason[:REASON_SHOWN - 1].rstrip() + "…"
-    return "  " + paint(f"— {visible(reason, one_line=True)}", "red")
+    return visible(reason, one_line=True)
 
 
 def card_lines_for(cards: Sequence[CardRecord], now: datetime | None = None) -> CardLines:

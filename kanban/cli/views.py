@@ -14,7 +14,7 @@ from rich.text import Text
 
 from kanban.activity import describe as describe_activity
 from kanban.cli.output import is_terminal
-from kanban.cli.plain import STATUS_STYLE
+from kanban.cli.plain import STATUS_STYLE, short_reason
 from kanban.columns import BoardCard
 from kanban.queries import BoardSnapshot
 from kanban.state.timeutil import utcnow
@@ -146,6 +146,8 @@ def card_lines(card: BoardCard, now: datetime,
         doing = describe_activity(card.activity, compact=True)
         if doing:
             lines.append(_clip(Text(f"▸ {visible(doing)}", "cyan")))
+    if card.status == "blocked" and card.reason and not approvals:  # else they say why
+        lines.append(_clip(Text(f"— {short_reason(card.reason)}", "red")))
     for command in approvals:
         lines.append(_clip(Text(f"⚠ approve: {visible(' '.join(command.split()))}",
                                 "bold red")))

@@ -86,6 +86,9 @@ def test_a_cli_card_appears_live_and_its_drawer_acts(served: tuple[WebServer, Ka
     page.click("#drawer form[action$='/block'] button")
     page.wait_for_selector(f"section[data-status=blocked] #card-{card_id}", timeout=WAIT_MS)
     page.wait_for_selector("section[data-status=blocked] .count:text('1')", timeout=WAIT_MS)
+    why = page.wait_for_selector(f"section[data-status=blocked] #card-{card_id} .why:visible",
+                                 timeout=WAIT_MS)  # rendered by the page's script
+    assert why.text_content() == "— waiting on legal"
     assert kb.card(card_id).status == "blocked"
     assert [c.body for c in kb.detail(card_id).comments] == [
         "looks fine to me", "blocked: waiting on legal"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import markupsafe
 import pytest
 
 from kanban import approvals, claims
@@ -182,7 +183,12 @@ def test_hostile_text_is_escaped_everywhere(served: WebServer, kb: Kanban) -> No
             "tool_calls": [{"id": "1", "function": {"name": HOSTILE, "arguments": HOSTILE}}]},
             now=kb.clock())
     kb.heartbeat(card.id, mine.claim_token, run_id=mine.run_id, lease_s=30, note=HOSTILE)
+    stuck = kb.add_card(NewCard("stuck"))
+    kb.block(stuck.id, HOSTILE)
     client = served.client()
+    board = client.get("/").text
+    why = board.split(f'id="card-{stuck.id}"', 1)[1].split('class="why"', 1)[1].split("</span>")[0]
+    assert why == ">— " + str(markupsafe.escape(HOSTILE)), why  # the reason, as text
     pages = [client.get("/"), client.get(f"/cards/{card.id}"),
              client.get(f"/cards/{card.id}?partial=1"), client.get("/columns/running"),
              client.get("/?q=script")]

@@ -103,4 +103,6 @@ def test_a_page_runs_and_update_rewrites_only_what_changed(tmp_path: Path) -> No
     assert listed.line == 10
     assert not matches(listed.expected, outcome.outputs[listed.line])
     assert update(path, outcome, page_blocks) == 1
-    assert path.read_text() == PAGE  # the real output is back; the rest untouched
+    # the real output is back, the rest untouched; its age is what the run printed (0s on
+    # a quiet machine, a few seconds on a loaded one)
+    assert normalise(path.read_text()) == normalise(PAGE)

@@ -186,6 +186,9 @@
       li.querySelector(".facts").append(span);
     }
     li.querySelector(".title").textContent = shown(card.title);
+    const why = li.querySelector(".why");
+    why.textContent = card.blocked_because ? "— " + shown(card.blocked_because) : "";
+    why.hidden = !card.blocked_because;
     const beat = li.querySelector(".beat");
     beat.hidden = card.status !== "running";
     li.querySelector("time.hb").dateTime = card.heartbeat_at || "";

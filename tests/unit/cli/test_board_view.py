@@ -65,6 +65,7 @@ def test_board_fits_80_columns_and_shows_everything(kanban: Kanban) -> None:
     assert "⏰ night" in text
     assert "⏰ nightly-report" in "\n".join(render(kanban, width=160))
     assert "♥ 0s step 3 of" in text
+    assert "— which API key?" in "\n".join(render(kanban, width=160))  # why it is blocked
     assert "waits on the" in text and "first Refactor…" in text  # titles get two lines
 
 

@@ -293,7 +293,8 @@ def test_board_text_and_json(cli: Cli) -> None:
     assert [c["id"] for c in snap["columns"]["ready"]] == [1]
     assert set(snap["columns"]["ready"][0]) == {
         "id", "title", "priority", "status", "profile", "created_by", "created_at",
-        "updated_at", "attempt", "heartbeat_at", "progress", "activity", "due_at"}
+        "updated_at", "attempt", "heartbeat_at", "progress", "activity", "due_at",
+        "blocked_because"}
     text = cli.ok("board").stdout
     assert "board default · 2 cards · no dispatcher" in text
     assert "#1 p3" in text

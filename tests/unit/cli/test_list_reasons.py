@@ -1,4 +1,5 @@
-"""`kanban list` says why each blocked card is blocked: one line, cut, controls spelled out."""
+"""`kanban list` and `kanban board` say why each blocked card is blocked: one line, cut,
+controls spelled out."""
 
 from __future__ import annotations
 
@@ -57,3 +58,22 @@ def test_json_carries_the_whole_reason(cli: Cli, kanban: Kanban) -> None:
         listed = cli.json(*args)["cards"]
         assert [(c["id"], c["status"], c["error"]) for c in listed] == \
             [(card, "blocked", reason)]
+
+
+def test_the_board_says_why_a_card_is_blocked(cli: Cli, kanban: Kanban) -> None:
+    card = cli.add("Pick a database")
+    cli.ok("block", str(card), "--reason", "which database: sqlite or postgres?")
+    hostile = cli.add("Hostile")
+    cli.ok("block", str(hostile), "--reason", "placeholder")
+    _plant_reason(cli, hostile, HOSTILE + " " + "why " * 100)
+    neighbour = cli.add("Neighbour")
+    out = cli.ok("board").stdout  # a pipe: the plain lines
+    assert "Pick a database  — which database: sqlite or postgres?" in out
+    line = next(x for x in out.splitlines() if "Hostile" in x)
+    assert not any(c in line for c in "\x1b\x07\x9b\u202e"), line
+    assert "— needs the key \\x1b]52;c;cm0gLXJmIH4=\\x07" in line and line.endswith("…")
+    blocked = cli.json("board")["columns"]["blocked"]
+    assert {c["id"]: c["blocked_because"] for c in blocked} == {
+        card: "which database: sqlite or postgres?", hostile: (HOSTILE + " " + "why " * 100)[:200]}
+    ready = cli.json("board")["columns"]["ready"]
+    assert [(c["id"], c["blocked_because"]) for c in ready] == [(neighbour, None)]
