@@ -251,4 +251,8 @@ def test_ctrl_c_in_importlibs_lock_callback_is_raised_after_it(tmp_path: Path,
                                                                env: dict[str, str]) -> None:
     done = subprocess.run([sys.executable, "-c", IN_IMPORT_LOCK], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "raised outside ['<module>']", done.stderr
+    # Raised where the signal came again: the module's sleep, or (on a loaded host, where
+    # the main thread had not yet returned from starting the redelivery timer) inside that
+    # start; never inside importlib's callback, where it would be dropped.
+    assert done.stdout.startswith("raised outside ['"), (done.stdout, done.stderr)
+    assert "'cb'" not in done.stdout and "lost" not in done.stdout, done.stdout
