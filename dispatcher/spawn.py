@@ -17,6 +17,8 @@ from typing import IO, Protocol
 from kanban.state.errors import KanbanError
 from kanban.worker import handoff
 
+REPLY_S = 10.0  # a forkserver silent this long after a request is taken for hung
+
 
 class SpawnError(KanbanError):
     """A worker process could not be started."""
@@ -49,6 +51,7 @@ class ForkServerSpawner:
         self._next_id = 0
         self._send = threading.Lock()  # a request's descriptor and its line go together
         self._closing = False
+        self._warming: str | None = None  # the model SDK the server is loading now
         # credentials reach workers past the forkserver: pipes passed over this socket
         self._handoff, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -84,6 +87,10 @@ class ForkServerSpawner:
             if "exit" in message:
                 self.exits.put((message["exit"], message["code"]))
                 self._wake.set()
+            elif "warming" in message:  # loading a model SDK: replies wait for it
+                with self._cond:
+                    self._warming = message["warming"]
+                    self._cond.notify_all()
             else:
                 with self._cond:
                     self._replies[message["id"]] = message["pid"]
@@ -125,9 +132,13 @@ class ForkServerSpawner:
         return self._reply(rid)
 
     def _reply(self, rid: int) -> int:
+        """The pid of request `rid`: within REPLY_S of the last sign of life (the server
+        loading a model SDK a card asked for may take longer, and says so)."""
         with self._cond:
-            if not self._cond.wait_for(lambda: rid in self._replies or not self.alive, 10):
-                raise SpawnError("the worker forkserver did not answer")
+            while not self._cond.wait_for(lambda: rid in self._replies or not self.alive,
+                                          REPLY_S):
+                if self._warming is None:
+                    raise SpawnError("the worker forkserver did not answer")
             if rid not in self._replies:
                 raise SpawnError("the worker forkserver exited")
             return self._replies.pop(rid)

@@ -180,12 +180,18 @@ class ForkServer:
         self.warmed.add(provider)
         from kanban import agent
 
+        # Seconds of CPU (more on a loaded host) in which requests wait: the dispatcher
+        # is told, so it waits for its next pid beyond its usual patience.
+        self.send({"warming": provider})
         try:
             agent.preload([provider])
         except Exception:  # noqa: BLE001 - a cold SDK is slower, never broken
-            return
-        gc.collect()
-        gc.freeze()  # the spare (just handed this request) is forked again after this
+            pass
+        else:
+            gc.collect()
+            gc.freeze()  # the spare (just handed this request) is forked again after this
+        finally:
+            self.send({"warming": None})
 
     def _credentials(self, request: dict[str, Any]) -> int | None:
         """The credential pipe the dispatcher passed ahead of this request, never read here."""

@@ -9,6 +9,9 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
+from kanban.dispatcher import spawn
 from kanban.dispatcher.spawn import ForkServerSpawner, SpawnRequest
 from kanban.worker.main import EXIT_BAD_ENV
 from tests.support.procs import wait_until
@@ -89,21 +92,30 @@ def sdk_libraries(pid: int) -> set[str]:
     return {name for name in ("jiter", "_pydantic_core") if f"/{name}." in maps}
 
 
-def test_a_model_no_profile_named_is_loaded_after_its_first_worker(tmp_path: Path) -> None:
+def test_a_model_no_profile_named_is_loaded_after_its_first_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spawner = ForkServerSpawner({"PATH": os.environ["PATH"]}, threading.Event())
     try:
         wait_until(lambda: children(spawner.pid), timeout=30, what="a spare")
         assert "jiter" not in sdk_libraries(spawner.pid)
-        for n, model in enumerate(("scripted:demo", "anthropic:claude")):
-            request = SpawnRequest(env={"PATH": os.environ["PATH"], "KANBAN_MODEL": model},
-                                   cwd=str(tmp_path / f"w{n}"), log=str(tmp_path / f"{n}.log"))
-            pid = spawner.spawn(request)
-            assert spawner.exits.get(timeout=30) == (pid, EXIT_BAD_ENV)
-            if model.startswith("scripted"):  # nothing to load for the offline model
-                wait_until(lambda: children(spawner.pid), timeout=30, what="the next spare")
-                assert "jiter" not in sdk_libraries(spawner.pid)
-        wait_until(lambda: "jiter" in sdk_libraries(spawner.pid), timeout=60,
-                   what="the anthropic SDK loaded")
+        def request(n: int, model: str | None = None) -> SpawnRequest:
+            env = {"PATH": os.environ["PATH"], **({"KANBAN_MODEL": model} if model else {})}
+            return SpawnRequest(env=env, cwd=str(tmp_path / f"w{n}"),
+                                log=str(tmp_path / f"{n}.log"))
+
+        pid = spawner.spawn(request(0, "scripted:demo"))  # nothing to load for it
+        assert spawner.exits.get(timeout=30) == (pid, EXIT_BAD_ENV)
+        wait_until(lambda: children(spawner.pid), timeout=30, what="the next spare")
+        assert "jiter" not in sdk_libraries(spawner.pid)
+        cold = spawner.spawn(request(1, "anthropic:claude"))
+        # A request while it loads waits past the usual patience (the server said why).
+        wait_until(lambda: spawner._warming == "anthropic", timeout=30, what="warming")
+        monkeypatch.setattr(spawn, "REPLY_S", 0.05)
+        pid = spawner.spawn(request(2))
+        assert "jiter" in sdk_libraries(spawner.pid)  # answered once it was loaded
+        assert spawner._warming is None
+        assert sorted([spawner.exits.get(timeout=30), spawner.exits.get(timeout=30)]) == \
+            sorted([(cold, EXIT_BAD_ENV), (pid, EXIT_BAD_ENV)])
         # the spare forked after it has it too: the next such worker starts warm
         spare = wait_until(lambda: children(spawner.pid), timeout=30, what="the next spare")[0]
         assert "jiter" in sdk_libraries(spare)
