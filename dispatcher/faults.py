@@ -217,6 +217,7 @@ class FaultDuties:
             if pid is None:
                 continue
             self._unrecorded.append((c.run_id, pid, process_start(pid)))
-            event(f"claimed #{c.card_id} attempt {c.attempt} on {c.board} (its claim landed "
+            event(f"claimed #{c.card_id} attempt {c.spent} on {c.board} (its claim landed "
                   f"during the outage): worker pid {pid}", kind="claimed", card=c.card_id,
-                  attempt=c.attempt, board=c.board, pid=pid, run=c.run_id, profile=c.profile)
+                  attempt=c.attempt, spent=c.spent, board=c.board, pid=pid, run=c.run_id,
+                  profile=c.profile)

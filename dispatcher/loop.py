@@ -281,9 +281,10 @@ class Dispatcher(FaultDuties, Stopping):
                    if (pid := self.spawn(c)) is not None]
         self._unrecorded += [(c.run_id, pid, process_start(pid)) for c, pid, _ in started]
         for c, pid, took in started:
-            event(f"claimed #{c.card_id} attempt {c.attempt} on {c.board}: worker pid {pid}",
-                  kind="claimed", card=c.card_id, attempt=c.attempt, board=c.board, pid=pid,
-                  run=c.run_id, profile=c.profile, dispatch_s=round(took, 6))
+            event(f"claimed #{c.card_id} attempt {c.spent} on {c.board}: worker pid {pid}",
+                  kind="claimed", card=c.card_id, attempt=c.attempt, spent=c.spent,
+                  board=c.board, pid=pid, run=c.run_id, profile=c.profile,
+                  dispatch_s=round(took, 6))
         self.record_processes()
 
     def record_processes(self) -> None:

@@ -26,7 +26,7 @@ _PICK = """
     ORDER BY c.priority DESC, c.id LIMIT :n
 """
 _RETURNING = "RETURNING card.priority, card.id, card.board, card.attempt, card.claim_token, " \
-             "card.profile, card.model, card.timeout_s"
+             "card.profile, card.model, card.timeout_s, card.retry_base"
 _INSERT_RUN = """
 INSERT INTO run (card_id, attempt, claim_token, dispatcher_id, host, pid, started_at,
                  heartbeat_at, input_tokens, output_tokens, cached_tokens)
@@ -146,7 +146,7 @@ def claim(conn: Conn, n: int, *, now: datetime, lease_s: float,
     rows = conn.all(_claim_sql(conn.dialect, flt), params)
     claims = []
     # queue order: priority first, then age (RETURNING gives no order)
-    for _, card_id, board, attempt, token, profile, model, timeout_s in sorted(
+    for _, card_id, board, attempt, token, profile, model, timeout_s, base in sorted(
             rows, key=lambda r: (-r[0], r[1])):
         run_id = conn.one(_INSERT_RUN, {
             "card_id": card_id, "attempt": attempt, "token": token,
@@ -155,7 +155,7 @@ def claim(conn: Conn, n: int, *, now: datetime, lease_s: float,
                      actor=f"dispatcher:{dispatcher_id}" if dispatcher_id else "dispatcher",
                      at=now, attempt=attempt, **status_change(CardStatus.READY, CardStatus.RUNNING))
         claims.append(Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s,
-                            lease_until))
+                            lease_until, base))
     return claims
 
 
@@ -226,13 +226,14 @@ def unstarted_claims(conn: Conn, dispatcher_id: int) -> list[Claim]:
     holds its card. Read after an outage so the dispatcher can start or hand them back."""
     rows = conn.all(
         "SELECT c.id, c.board, c.attempt, c.claim_token, r.id, c.profile, c.model, "
-        "c.timeout_s, c.lease_expires_at FROM run r JOIN card c ON c.id = r.card_id "
+        "c.timeout_s, c.lease_expires_at, c.retry_base FROM run r JOIN card c "
+        "ON c.id = r.card_id "
         "AND c.claim_token = r.claim_token WHERE r.dispatcher_id = :dispatcher_id "
         "AND r.pid IS NULL AND r.finished_at IS NULL AND c.status = 'running' ORDER BY c.id",
         {"dispatcher_id": dispatcher_id})
     return [Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s,
-                  as_set_time(lease))
-            for card_id, board, attempt, token, run_id, profile, model, timeout_s, lease
+                  as_set_time(lease), base)
+            for card_id, board, attempt, token, run_id, profile, model, timeout_s, lease, base
             in rows]
 
 
@@ -383,11 +384,11 @@ def claim_card(conn: Conn, card_id: int, *, now: datetime, lease_s: float,
         "UPDATE card SET status = 'running', claim_token = :token, attempt = attempt + 1, "
         "lease_expires_at = :lease_until, started_at = :now, updated_at = :now "
         "WHERE id = :id AND status = 'ready' "
-        "RETURNING board, attempt, profile, model, timeout_s",
+        "RETURNING board, attempt, profile, model, timeout_s, retry_base",
         {"token": token, "lease_until": lease_until, "now": now, "id": card_id})
     if row is None:
         raise InvalidTransition(f"cannot claim #{card_id}: it is not ready")
-    board, attempt, profile, model, timeout_s = row
+    board, attempt, profile, model, timeout_s, base = row
     run_id = conn.one(_INSERT_RUN, {
         "card_id": card_id, "attempt": attempt, "token": token, "dispatcher_id": None,
         "host": host, "pid": os.getpid(), "now": now})[0]
@@ -396,4 +397,5 @@ def claim_card(conn: Conn, card_id: int, *, now: datetime, lease_s: float,
                     proc_start=process_start(os.getpid()))
     record_event(conn, board=board, card_id=card_id, run_id=run_id, kind="claimed", actor=actor,
                  at=now, attempt=attempt, **status_change(CardStatus.READY, CardStatus.RUNNING))
-    return Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until)
+    return Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until,
+                 base)

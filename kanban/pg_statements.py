@@ -33,7 +33,7 @@ WITH picked AS MATERIALIZED (
         updated_at = :now
     FROM picked WHERE card.id = picked.id
     RETURNING card.priority, card.id, card.board, card.attempt, card.claim_token, card.profile,
-              card.model, card.timeout_s
+              card.model, card.timeout_s, card.retry_base
 ), runs AS (
     INSERT INTO run (card_id, attempt, claim_token, dispatcher_id, host, pid, started_at,
                      heartbeat_at, input_tokens, output_tokens, cached_tokens)
@@ -46,7 +46,8 @@ WITH picked AS MATERIALIZED (
            format('{{"attempt": %s, "from": "ready", "to": "running"}}', c.attempt), :now
     FROM claimed c JOIN runs r ON r.card_id = c.id ORDER BY c.priority DESC, c.id
 )
-SELECT c.id, c.board, c.attempt, c.claim_token, r.id, c.profile, c.model, c.timeout_s
+SELECT c.id, c.board, c.attempt, c.claim_token, r.id, c.profile, c.model, c.timeout_s,
+       c.retry_base
 FROM claimed c JOIN runs r ON r.card_id = c.id ORDER BY c.priority DESC, c.id
 """
 
@@ -92,8 +93,9 @@ def claim(db: Database, n: int, *, now: datetime, lease_s: float,
         # Pipelined: the release and the claim travel together, one round trip for both.
         conn.execute(release, {"now": now, **({"board": flt.board} if flt.board else {})})
         rows = conn.all(_CLAIM.format(filters=filters), params)
-    return [Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until)
-            for card_id, board, attempt, token, run_id, profile, model, timeout_s in rows]
+    return [Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until,
+                  base)
+            for card_id, board, attempt, token, run_id, profile, model, timeout_s, base in rows]
 
 
 _HEARTBEAT = """

@@ -208,6 +208,13 @@ class Claim:
     model: str | None
     timeout_s: float | None
     lease_expires_at: datetime
+    retry_base: int = 0  # claims before this budget (hand-backs, retries): see `spent`
+
+    @property
+    def spent(self) -> int:
+        """Which attempt of the card's budget this claim is (`attempt` counts every claim,
+        hand-backs that spent nothing included), as `kanban show` counts it."""
+        return self.attempt - self.retry_base
 
 
 @dataclass(frozen=True)

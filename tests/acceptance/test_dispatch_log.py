@@ -77,6 +77,24 @@ def test_text_log_and_ctrl_c_exits_130(board: BoardFiles, tmp_path: Path) -> Non
     assert f"#{card} done (completed) after " in text and "tokens " in text
 
 
+def test_a_claim_after_a_hand_back_is_logged_as_the_attempt_it_spends(
+        board: BoardFiles, tmp_path: Path) -> None:
+    from kanban import transitions
+    from kanban.transitions import Actor
+
+    card = board.add("restarted under")
+    kb = board.kb
+    [first] = kb.claim(1, lease_s=30)
+    with kb.db.write() as conn:
+        transitions.hand_back(conn, card, "rolling restart", now=kb.clock(),
+                              actor=Actor("dispatcher:1", first.claim_token))
+    stderr = tmp_path / "stderr.txt"
+    proc = dispatcher(board, "--once", log=stderr)
+    assert proc.wait(timeout=120) == 0
+    assert kb.card(card).status == "done"
+    assert f"claimed #{card} attempt 1 on default" in stderr.read_text()  # its second claim
+
+
 def test_quiet_logs_no_card_lines(board: BoardFiles, tmp_path: Path) -> None:
     card = board.add("quiet card")
     stderr = tmp_path / "stderr.txt"

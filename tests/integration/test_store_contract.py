@@ -228,6 +228,7 @@ def test_hand_back_spends_no_attempt(kb: Kanban, db: Database) -> None:
                                      actor=Actor("dispatcher:1", claim.claim_token))
     assert back.status == S.READY and back.attempt - back.retry_base == 0
     again = claim_one(kb, card.id)
+    assert (again.attempt, again.spent) == (2, 1)  # the second claim, its budget's first
     assert kb.complete(card.id, "done", actor=worker(again)).status == S.DONE
     assert [r["outcome"] for r in runs_of(db, card.id)] == [Outcome.HANDED_BACK,
                                                             Outcome.COMPLETED]
