@@ -4,9 +4,9 @@ procrastinate and pgqueuer on the same server, each in a database of its own.
 - add→claim: a card is added (committed) while a claimer waits the way the dispatcher does
   (LISTEN/NOTIFY watcher, then one claim statement); the others run their own worker
   (procrastinate's Worker, pgqueuer's QueueManager) and a task records when it starts.
-- cycles/s: take one ready item and finish it, in a loop, in 1 and 8 processes: kanban's
-  claim (runs and events included) and fenced complete; procrastinate's fetch_job and
-  finish_job; pgqueuer's dequeue and log_jobs.
+- cycles/s: take one ready item and finish it, in a loop, in 1 and 8 processes (smoke: 2):
+  kanban's claim (runs and events included) and fenced complete; procrastinate's fetch_job
+  and finish_job; pgqueuer's dequeue and log_jobs.
 - cycles/s through the batched library paths (bench.dispatch_cycles): one claim statement
   for 8 cards, their completions group-committed by the same process (a fleet's workers
   commit one each); beside pgqueuer taking one job at a time (the rows above) and 8 at a
@@ -42,7 +42,6 @@ from bench.pg_rivals import (
 from bench.report import Goal, Row
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-PROCS = (1, 8)
 FILL_PER_SECOND = 6000  # queue items per second of the time box: it should not run dry
 
 
@@ -247,7 +246,8 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
                             Goal("value", "<=", goal, "ms"),
                             note=f"{len(ours)} cards one at a time; {other}: defer → task "
                                  "start in its own worker" if p == 50 else ""))
-    for procs in PROCS:
+    # one process and the most the sizes name (full: 8; smoke: 2, which spawns faster)
+    for procs in dict.fromkeys((sizes.claim_procs[0], sizes.claim_procs[-1])):
         ours_cps = throughput("kanban", procs, sizes)
         theirs_cps = {other: throughput(other, procs, sizes) for other in others}
         target = 1000.0 if procs == 1 else 2000.0
