@@ -70,6 +70,25 @@ def write_record(record: Path, data: dict[str, object]) -> None:
     record.write_text(json.dumps(data))
 
 
+def remember_tip(ws: Workspace, home: Path) -> None:
+    """After the card's closing commit, its branch's tip in the board's record: checked
+    out again later (its worktree removed by hand meanwhile), the branch is known as the
+    one this board left there."""
+    record = record_path(ws, home)
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(data, dict) or ws.branch is None:
+        return
+    try:
+        tip = branch_tip(repository_of(home), ws.branch)
+    except (GitError, WorktreeError):
+        return
+    if tip is not None:
+        write_record(record, {**data, "tip": tip})
+
+
 def branch_tip(git: Git, branch: str) -> str | None:
     """The commit `refs/heads/<branch>` names now (None: no such branch)."""
     found = git.run("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}",

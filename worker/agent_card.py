@@ -154,7 +154,8 @@ def _set_up(scope: WorkerScope, card: CardRecord, wenv: WorkerEnv, config: Confi
                             env=env, runner=choice.runner, started=setting.started,
                             home=setting.home, network=network, readonly=choice.readonly)
     if workspace.kind == WORKTREE:
-        scope.on_complete = _worktree_note(workspace, card.id, card.title, choice.runner)
+        scope.on_complete = _worktree_note(workspace, card.id, card.title, choice.runner,
+                                           setting.home)
     gates.arm(scope, card, bench)
     lead = orchestrator_scope(scope, card, plan, config, setting.home)
     try:
@@ -274,10 +275,11 @@ def _prepare(kb: Kanban, card: CardRecord, config: Config, env: Mapping[str, str
     return prepare_run(attachments, card, config, env, home=home, workspace=workspace)
 
 
-def _worktree_note(workspace: Workspace, card_id: int, title: str,
-                   runner: Runner) -> Callable[[str], str]:
+def _worktree_note(workspace: Workspace, card_id: int, title: str, runner: Runner,
+                   home: Path) -> Callable[[str], str]:
     """Commit the worktree when the card completes (inside the card's sandbox, behind the
-    same wall as its commands) and add its branch to the summary."""
+    same wall as its commands), note the branch's tip in the board's record, and add the
+    branch to the summary."""
 
     def note(summary: str) -> str:
         from kanban.tools import worktree
@@ -285,6 +287,7 @@ def _worktree_note(workspace: Workspace, card_id: int, title: str,
         try:
             described = worktree.finish(workspace, f"kanban #{card_id}: {title}",
                                         wrap=runner.wrap)
+            worktree.remember_tip(workspace, home)
         except KanbanError as exc:
             described = f"Workspace: git worktree {workspace.path}; could not commit: {exc}"
         return f"{summary}\n\n{described[:5000]}"

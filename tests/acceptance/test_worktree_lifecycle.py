@@ -152,3 +152,19 @@ def test_the_web_board_refuses_a_worktree_card_outside_a_repository(tmp_path: Pa
     finally:
         server.stop()
     assert json.loads(kanban(db, "list", "--json").stdout)["cards"] == []
+
+
+def test_a_card_run_again_after_its_worktree_was_removed_by_hand(tmp_path: Path) -> None:
+    """The worker notes its branch's tip in the board's record when it commits, so the
+    branch is the board's own when the card runs again in a new checkout."""
+    repo, db = project(tmp_path)
+    card, path = add_and_run(db, "write notes")
+    finished = git("rev-parse", f"kanban/{card}", cwd=repo)
+    git("worktree", "remove", "--force", str(path), cwd=repo)  # by hand, not by kanban
+    kanban(db, "retry", str(card))
+    kanban(db, "dispatch", "--once")
+    shown = json.loads(kanban(db, "show", str(card), "--json").stdout)["card"]
+    assert shown["status"] == "done", shown
+    # checked out on its own branch again (nothing new to commit: the same notes)
+    assert git("rev-parse", f"kanban/{card}", cwd=repo) == finished
+    assert f"on branch kanban/{card}" in shown["result"]
