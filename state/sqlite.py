@@ -270,17 +270,19 @@ class SQLiteDatabase(Database):
         local.busy = True
         try:
             while True:
-                raw = self._held()
+                raw = None
                 try:
+                    raw = self._held()
                     raw.arm()
                     changed = Conn(raw, "sqlite").run(sql, params)
                 except sqlite3.IntegrityError:
                     raise  # a programming error, not the database's state
                 except sqlite3.DatabaseError as exc:
-                    raw.take()
+                    if raw is not None:
+                        raw.take()
                     pause = _BEGIN_BACKOFF.delay(attempt)
                     if not is_busy(exc) or time.monotonic() + pause >= deadline:
-                        if not is_busy(exc):
+                        if raw is not None and not is_busy(exc):
                             self._discard(raw, False)
                         raise self._translate(exc) from exc
                     attempt += 1

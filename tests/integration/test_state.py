@@ -213,6 +213,20 @@ def test_one_statement_writes_in_autocommit_and_waits_out_a_busy_lock(
         db.dispose()
 
 
+def test_one_statement_on_a_file_that_is_no_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "kanban.db"
+    db = open_sqlite(path)
+    db.dispose()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"not a database at all, " * 200)
+    try:
+        with pytest.raises(DatabaseError):  # kanban's, with the file named, not sqlite3's
+            db.write_one("INSERT INTO setting (key, value) VALUES ('k', 'v')")
+    finally:
+        db.dispose()
+
+
 # Where the database is
 
 
