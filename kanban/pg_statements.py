@@ -25,7 +25,7 @@ WITH picked AS MATERIALIZED (
     SELECT c.id FROM card c JOIN board b ON b.name = c.board
     WHERE c.status = 'ready' AND c.run_after <= :now AND NOT b.paused {filters}
       AND NOT EXISTS (SELECT 1 FROM setting WHERE key = 'spawn_paused' AND value = '1')
-    ORDER BY c.priority DESC, c.id LIMIT :n
+    ORDER BY c.priority DESC, c.id LIMIT {limit}
     FOR UPDATE OF c SKIP LOCKED
 ), claimed AS (
     UPDATE card SET status = 'running', claim_token = replace(gen_random_uuid()::text, '-', ''),
@@ -80,7 +80,7 @@ def claim(db: Database, n: int, *, now: datetime, lease_s: float,
     lease_until = now + timedelta(seconds=lease_s)
     filters = ""
     params: dict[str, Any] = {
-        "now": now, "lease_until": lease_until, "n": n, "dispatcher_id": dispatcher_id,
+        "now": now, "lease_until": lease_until, "dispatcher_id": dispatcher_id,
         "host": host, "actor": f"dispatcher:{dispatcher_id}" if dispatcher_id else "dispatcher"}
     if flt.board is not None:
         filters += " AND c.board = :board"
@@ -92,7 +92,9 @@ def claim(db: Database, n: int, *, now: datetime, lease_s: float,
     with db.statement() as conn, conn.raw.pipeline():
         # Pipelined: the release and the claim travel together, one round trip for both.
         conn.execute(release, {"now": now, **({"board": flt.board} if flt.board else {})})
-        rows = conn.all(_CLAIM.format(filters=filters), params)
+        # LIMIT as a literal: a prepared claim's generic plan then expects n rows, where a
+        # parameter made it expect a tenth of the board and join `card` by a full scan.
+        rows = conn.all(_CLAIM.format(filters=filters, limit=int(n)), params)
     return [Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until,
                   base)
             for card_id, board, attempt, token, run_id, profile, model, timeout_s, base in rows]

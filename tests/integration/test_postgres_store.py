@@ -4,18 +4,20 @@ round trips of the hot path, and LISTEN/NOTIFY wake-ups. Skipped without a serve
 from __future__ import annotations
 
 import os
+import re
 import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kanban.cards import NewCard
+from kanban.cards import NewCard, add_card
 from kanban.dispatcher.wake import NotifyWatcher, change_watcher
 from kanban.service import Kanban
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.postgres import POOL_MAX, PostgresDatabase, is_transient
-from kanban.state.store import Database
+from kanban.state.store import Conn, Database
 from tests.support.db import claim_one, open_postgres, worker
 from tests.support.pg import database_outage, pg_query, terminate_backends
 from tests.support.procs import wait_until
@@ -184,6 +186,52 @@ def test_a_table_changed_under_prepared_statements_costs_one_error_per_connectio
             assert backend is not None
             failed.append(backend)
     assert failed and len(failed) == len(set(failed)), failed
+
+
+def test_a_prepared_claims_generic_plan_reads_card_by_index(
+        pg: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a few claims PostgreSQL may run a prepared claim on its generic plan, made
+    without the statement's values. With LIMIT a parameter, that plan expected a tenth of
+    the board and joined `card` by a full scan; kanban writes the limit into the text."""
+    kb = Kanban(pg)
+    with pg.write() as conn:
+        for i in range(3000):
+            add_card(conn, NewCard(f"card {i}"), kb.clock())
+    pg_query(pg.target, "ANALYZE card")
+    sent: list[str] = []
+    run_all = Conn.all
+
+    def noted(self: Conn, sql: str, params: Any = None) -> Any:
+        sent.append(sql)
+        return run_all(self, sql, params)
+
+    monkeypatch.setattr(Conn, "all", noted)
+    kb.claim(8, lease_s=60)
+    monkeypatch.undo()
+    claim = next(sql for sql in sent if "FOR UPDATE OF c SKIP LOCKED" in sql)
+    names: list[str] = []
+
+    def positional(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    text = re.sub(r"(?<!:):([a-z_]+)", positional, claim)
+    types = {"now": "timestamptz", "lease_until": "timestamptz", "dispatcher_id": "integer",
+             "host": "text", "actor": "text", "board": "text", "n": "integer"}
+    values = {"now": "now()", "lease_until": "now()", "dispatcher_id": "NULL", "host": "'h'",
+              "actor": "'a'", "board": "'default'", "n": "8"}
+    with pg.read() as conn:
+        conn.execute(f"PREPARE claim_plan ({', '.join(types[n] for n in names)}) AS {text}")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            plan = "\n".join(conn.column(
+                f"EXPLAIN EXECUTE claim_plan ({', '.join(values[n] for n in names)})"))
+        finally:
+            conn.execute("RESET plan_cache_mode")
+            conn.execute("DEALLOCATE claim_plan")
+    assert "Seq Scan on card" not in plan, plan
+    assert "card_pkey" in plan and "ix_card_ready_queue" in plan, plan
 
 
 def test_notifications_wake_the_watcher(pg: Database) -> None:
