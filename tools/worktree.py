@@ -148,6 +148,7 @@ def _add(ws: Workspace, home: Path) -> GitPaths:
     repo = repository_of(home).without_filters()
     assert repo.common_dir is not None
     repo.run("worktree", "prune")
+    _clear_planted_lock(repo.common_dir / "refs" / "heads" / f"{ws.branch}.lock")
     ws.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     exists = repo.run("rev-parse", "--verify", "--quiet", f"refs/heads/{ws.branch}",
                       check=False).returncode == 0
@@ -175,6 +176,21 @@ def _add(ws: Workspace, home: Path) -> GitPaths:
     # inside the sandbox: the model cannot give git in this worktree a config of its own
     (paths.git_dir / "config.worktree").touch()
     return paths
+
+
+def _clear_planted_lock(lock: Path) -> None:
+    """A lock on the branch of a card that has no worktree yet: nothing but this step
+    writes that branch now (its card has not started), so the lock was left by another
+    card's commands (the branch folder is theirs to write) or by a crash, and would fail
+    the checkout. A plain file goes; anything else is refused."""
+    try:
+        mode = lock.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise WorktreeError(f"{lock} is not a lock file git could have left; remove it to "
+                            "run this card")
+    lock.unlink(missing_ok=True)
 
 
 def worktree_git(ws: Workspace, wrap: Wrap = as_is) -> Git:

@@ -233,3 +233,25 @@ def test_a_removed_cards_branch_is_checked_out_again_as_it_was_left(tmp_path: Pa
     git("update-ref", "refs/heads/kanban/7", "main", cwd=repo)  # moved while it was away
     with pytest.raises(worktree.WorktreeError, match="kanban/7 already exists"):
         worktree.prepare(Workspace(7, "worktree", ws.path, "kanban/7"), home)
+
+
+def test_a_lock_planted_on_a_future_cards_branch_does_not_fail_its_checkout(
+        tmp_path: Path) -> None:
+    """`kanban/9.lock`, made by card 7's commands, would make git refuse to create card
+    9's branch (and fail the card). Card 9 has not started: nothing else writes its
+    branch, so the lock goes."""
+    from kanban.tools import worktree
+
+    ws, home, repo = worktree_card(tmp_path)
+    out = in_sandbox(ws.path, home, (
+        "K=$(git rev-parse --git-common-dir)/refs/heads/kanban; "
+        "touch $K/9.lock; echo lock=$?; mkdir $K/10.lock; echo dir=$?"), ws)
+    assert "lock=0" in out and "dir=0" in out, out
+    future = worktree.prepare(Workspace(9, "worktree", home / "workspaces" / "default" / "9",
+                                        "kanban/9"), home)
+    assert future.path.is_dir() and git("rev-parse", "kanban/9", cwd=repo)
+    assert not (repo / ".git/refs/heads/kanban/9.lock").exists()
+    with pytest.raises(worktree.WorktreeError, match="not a lock file"):  # left to a person
+        worktree.prepare(Workspace(10, "worktree", home / "workspaces" / "default" / "10",
+                                   "kanban/10"), home)
+    assert (repo / ".git/refs/heads/kanban/10.lock").is_dir()
