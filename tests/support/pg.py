@@ -24,7 +24,7 @@ def pg_query(url: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
     """One statement on a connection of its own (autocommit); rows if it returns any."""
     import psycopg
 
-    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+    with psycopg.connect(url, autocommit=True, connect_timeout=30) as conn:
         cursor = conn.execute(sql, params)
         return cursor.fetchall() if cursor.description else []
 
@@ -70,7 +70,7 @@ def database_outage(url: str) -> Iterator[None]:
 
     name = conninfo_to_dict(url)["dbname"]
     admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=30) as admin:
         admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
         try:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
