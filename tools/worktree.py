@@ -190,7 +190,10 @@ def _clear_planted_lock(lock: Path) -> None:
     if not stat.S_ISREG(mode):
         raise WorktreeError(f"{lock} is not a lock file git could have left; remove it to "
                             "run this card")
-    lock.unlink(missing_ok=True)
+    try:  # swapped for a folder meanwhile: refused, never an error the dispatcher trips on
+        lock.unlink(missing_ok=True)
+    except OSError as exc:
+        raise WorktreeError(f"cannot remove {lock}: {exc.strerror}") from None
 
 
 def worktree_git(ws: Workspace, wrap: Wrap = as_is) -> Git:

@@ -255,3 +255,27 @@ def test_a_lock_planted_on_a_future_cards_branch_does_not_fail_its_checkout(
         worktree.prepare(Workspace(10, "worktree", home / "workspaces" / "default" / "10",
                                    "kanban/10"), home)
     assert (repo / ".git/refs/heads/kanban/10.lock").is_dir()
+
+
+def test_a_lock_swapped_for_a_folder_while_it_is_cleared_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race a card running beside the dispatcher could win: the lock is a file when
+    looked at and a folder when removed. The card fails with a clear reason; nothing in
+    the dispatcher trips on an OSError."""
+    from kanban.tools import worktree
+
+    ws, home, repo = worktree_card(tmp_path)
+    lock = repo / ".git/refs/heads/kanban/9.lock"
+    lock.write_text("")
+    real_unlink = Path.unlink
+
+    def swapped(self: Path, missing_ok: bool = False) -> None:
+        if self == lock:
+            real_unlink(self)
+            self.mkdir()  # the swap, between the look and the removal
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", swapped)
+    with pytest.raises(worktree.WorktreeError, match="cannot remove"):
+        worktree.prepare(Workspace(9, "worktree", home / "workspaces" / "default" / "9",
+                                   "kanban/9"), home)
