@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ class ForkServerSpawner:
         self._send = threading.Lock()  # a request's descriptor and its line go together
         self._closing = False
         self._warming: str | None = None  # the model SDK the server is loading now
+        self._heard = time.monotonic()  # when the server last said anything
         # credentials reach workers past the forkserver: pipes passed over this socket
         self._handoff, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -84,6 +86,7 @@ class ForkServerSpawner:
                 continue  # a torn last line of a killed server
             if not isinstance(message, dict):
                 continue
+            self._heard = time.monotonic()
             if "exit" in message:
                 self.exits.put((message["exit"], message["code"]))
                 self._wake.set()
@@ -132,13 +135,17 @@ class ForkServerSpawner:
         return self._reply(rid)
 
     def _reply(self, rid: int) -> int:
-        """The pid of request `rid`: within REPLY_S of the last sign of life (the server
-        loading a model SDK a card asked for may take longer, and says so)."""
+        """The pid of request `rid`: within REPLY_S of the request or of the server's last
+        word, whichever is later; never while it says it is loading a model SDK a card
+        asked for (which may take longer). A wait that began while it was loading thus
+        gets a full REPLY_S after it says it is done."""
+        asked = time.monotonic()
         with self._cond:
-            while not self._cond.wait_for(lambda: rid in self._replies or not self.alive,
-                                          REPLY_S):
-                if self._warming is None:
+            while rid not in self._replies and self.alive:
+                quiet = time.monotonic() - max(asked, self._heard)
+                if self._warming is None and quiet >= REPLY_S:
                     raise SpawnError("the worker forkserver did not answer")
+                self._cond.wait(REPLY_S if self._warming is not None else REPLY_S - quiet)
             if rid not in self._replies:
                 raise SpawnError("the worker forkserver exited")
             return self._replies.pop(rid)

@@ -108,9 +108,11 @@ def test_a_model_no_profile_named_is_loaded_after_its_first_worker(
         wait_until(lambda: children(spawner.pid), timeout=30, what="the next spare")
         assert "jiter" not in sdk_libraries(spawner.pid)
         cold = spawner.spawn(request(1, "anthropic:claude"))
-        # A request while it loads waits past the usual patience (the server said why).
+        # A request while it loads waits past the usual patience (the server said why),
+        # then gets that patience anew from the server's "done loading": a fork on a busy
+        # machine takes a good part of a second, an SDK's import longer.
         wait_until(lambda: spawner._warming == "anthropic", timeout=30, what="warming")
-        monkeypatch.setattr(spawn, "REPLY_S", 0.05)
+        monkeypatch.setattr(spawn, "REPLY_S", 0.5)
         pid = spawner.spawn(request(2))
         assert "jiter" in sdk_libraries(spawner.pid)  # answered once it was loaded
         assert spawner._warming is None
