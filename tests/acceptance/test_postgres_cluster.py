@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from tests.support.pg import (
     pg_query,
     terminate_backends,
 )
+from tests.support.llm_server import LLMServer, Reply, tool_reply
 from tests.support.procs import KANBAN, start_dispatcher, stop, wait_until
 
 pytestmark = pytest.mark.postgres
@@ -236,10 +238,15 @@ def _alive(pid: int) -> bool:
 def test_a_dispatcher_30s_ahead_requeues_no_live_run_and_fires_no_cron_early(
         pg_board: PgBoard) -> None:
     faketime = ensure_faketime()
-    spec = pg_board.script("slow", slow_steps(0.5, heartbeats=8))
-    pg_board.configure(f'[limits]\nlease_s = 3.0\n[profiles.default]\nmodel = "{spec}"\n')
+    # The honest dispatcher's workers wait on the model until the skewed one has looked at
+    # their runs for a while: however long it takes to start on a busy machine, the runs
+    # it must not requeue are live while it ticks.
+    release = threading.Event()
+    llm = LLMServer(responder=lambda body: _held_reply(release)).start()
+    env = {**pg_board.env, **llm.env()}
+    pg_board.configure('[limits]\nlease_s = 3.0\n[profiles.default]\nmodel = "openai:m"\n')
     ids = pg_board.add_many(3)
-    honest = pg_board.dispatcher("honest", "--max-workers", "3")
+    honest = pg_board.dispatcher("honest", "--max-workers", "3", env=env)
     skewed = None
     try:
         wait_until(lambda: pg_counts(pg_board.url).get("running", 0) == 3, timeout=60,
@@ -249,7 +256,7 @@ def test_a_dispatcher_30s_ahead_requeues_no_live_run_and_fires_no_cron_early(
         skewed = pg_board.dispatcher("skewed", "--max-workers", "2",
                                      command=[faketime, "-f", "+30s", sys.executable,
                                               str(FAKETIME_KANBAN)],
-                                     env={**pg_board.env, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                                     env={**env, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                                           "KANBAN_DEBUG": "1"})
         wait_until(lambda: _beats_of(pg_board.url) >= 3, timeout=60,
                    what="the skewed dispatcher ticking")
@@ -268,13 +275,17 @@ def test_a_dispatcher_30s_ahead_requeues_no_live_run_and_fires_no_cron_early(
         fired = pg_query(pg_board.url, "SELECT last_fire_at FROM cron_job WHERE name = %s",
                          (job,))[0][0]
         assert fired is None, f"fired at {fired}, due {due}"
+        assert pg_counts(pg_board.url).get("running", 0) >= 3  # all along: none requeued
+        release.set()
         wait_until(lambda: _all_done(pg_board.url, len(ids)), timeout=60, what="cards done")
         assert skewed.poll() is None, pg_board.log("skewed")
     finally:
+        release.set()
         if skewed is not None and skewed.poll() is None:
             os.killpg(skewed.pid, signal.SIGTERM)  # faketime waits for the dispatcher
             skewed.wait(timeout=30)
         stop(honest)
+        llm.stop()
     outcomes = pg_query(pg_board.url, "SELECT outcome, count(*) FROM run WHERE card_id = "
                                       "ANY(%s) GROUP BY outcome", (ids,))
     assert dict(outcomes) == {"completed": 3}, pg_board.log("skewed")
@@ -305,10 +316,15 @@ def _beats_of(url: str) -> int:
 
 def test_restart_under_the_same_hostname_never_kills_its_new_workers(
         pg_board: PgBoard) -> None:
-    spec = pg_board.script("slow", slow_steps(0.4, heartbeats=10))
-    pg_board.configure(f'[limits]\nlease_s = 2.0\n[profiles.default]\nmodel = "{spec}"\n')
+    # Every worker waits on the model until the test lets it answer: the dead instance's
+    # orphans are still at work when the new dispatcher looks, however long it took to
+    # start on a busy machine (a scripted 4 s of work was over before it came up).
+    release = threading.Event()
+    llm = LLMServer(responder=lambda body: _held_reply(release)).start()
+    env = {**pg_board.env, **llm.env()}
+    pg_board.configure('[limits]\nlease_s = 2.0\n[profiles.default]\nmodel = "openai:m"\n')
     first_ids = pg_board.add_many(2, max_attempts=1)
-    old = pg_board.dispatcher("old", "--max-workers", "2")
+    old = pg_board.dispatcher("old", "--max-workers", "2", env=env)
     # Started workers, not just claims: a claim whose worker never started goes back to
     # the queue (handed_back), which is not the orphan this test is about.
     wait_until(lambda: all(_worker_of(pg_board.url, c) for c in first_ids), timeout=60,
@@ -316,7 +332,7 @@ def test_restart_under_the_same_hostname_never_kills_its_new_workers(
     old.kill()  # the host "restarts": the dispatcher dies without cleanup
     old.wait()
     later = pg_board.add_many(2, max_attempts=1)
-    new = pg_board.dispatcher("new", "--max-workers", "4")
+    new = pg_board.dispatcher("new", "--max-workers", "4", env=env)
     try:
         new_pid = wait_until(lambda: _worker_of(pg_board.url, later[0]), timeout=60,
                              what="a worker of the new dispatcher")
@@ -327,11 +343,16 @@ def test_restart_under_the_same_hostname_never_kills_its_new_workers(
         stale = _fake_stale_runs(pg_board, new_pid, start)
         wait_until(lambda: all(_status(pg_board.url, c) != "running" for c in stale),
                    timeout=60, what="the stale runs rescued")
+        wait_until(lambda: all(_outcomes(pg_board.url, c) == ["handed_back"]
+                               for c in first_ids), timeout=60, what="the orphans stopped")
         assert _worker_of(pg_board.url, later[0]) in (new_pid, None)
+        release.set()
         wait_until(lambda: _all_done(pg_board.url, len(first_ids) + len(later) + len(stale)),
                    timeout=120, what="every card done")
     finally:
+        release.set()
         code = stop(new)
+        llm.stop()
     assert code == 0
     outcomes = dict(pg_query(pg_board.url, "SELECT card_id, string_agg(outcome, ',' ORDER BY "
                                            "id) FROM run GROUP BY card_id"))
@@ -350,6 +371,17 @@ def _worker_of(url: str, card_id: int) -> int | None:
                          "c.claim_token = r.claim_token WHERE c.id = %s AND r.pid IS NOT NULL",
                     (card_id,))
     return rows[0][0] if rows else None
+
+
+def _held_reply(release: threading.Event) -> Reply:
+    """The model's answer (complete the card), once the test lets it answer."""
+    release.wait(120)
+    return tool_reply(("kanban_complete", {"summary": "done"}))
+
+
+def _outcomes(url: str, card_id: int) -> list[str]:
+    return [o for (o,) in pg_query(url, "SELECT outcome FROM run WHERE card_id = %s AND "
+                                        "outcome IS NOT NULL ORDER BY id", (card_id,))]
 
 
 def _status(url: str, card_id: int) -> str:

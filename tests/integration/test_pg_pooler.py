@@ -107,7 +107,8 @@ def test_a_workers_connection_is_closed_while_it_waits(pg_url: str) -> None:
         db.for_worker(None)
         with db.read() as conn:
             conn.scalar("SELECT 1")
-        assert _app_connections(pg_url, name) == 1
+            # counted while in use: idle, it may be gone before a busy machine looks
+            assert _app_connections(pg_url, name) == 1
         wait_until(lambda: _app_connections(pg_url, name) == 0, timeout=10,
                    what="the idle connection closed")
         with db.write() as conn:  # and it comes back when needed

@@ -68,8 +68,11 @@ def test_a_server_out_of_connections_spends_no_attempt(
             assert connections() >= 1
             card = Kanban(open_postgres(pg_url)).add_card(NewCard(title="t", goal="g",
                                                                   max_attempts=1))
-            wait_until(lambda: "circuit breaker open" in log.read_text(), timeout=120,
-                       what="the breaker open")
+            try:
+                wait_until(lambda: "circuit breaker open" in log.read_text(), timeout=120,
+                           what="the breaker open")
+            except AssertionError:
+                raise AssertionError(f"no breaker open in:\n{log.read_text()[-4000:]}") from None
             assert proc.poll() is None
             pg_query(pg_url, f'ALTER ROLE "{role}" CONNECTION LIMIT -1')
             wait_until(lambda: pg_query(pg_url, "SELECT status FROM card WHERE id = %s",
