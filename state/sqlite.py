@@ -14,10 +14,11 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
@@ -39,6 +40,7 @@ BUSY_TIMEOUT_MS = 30_000
 PATIENCE_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock, all tries included
 BUSY_SLICE_S = 1.0  # SQLite's own busy handler waits this long per try; then a jittered pause
 _BEGIN_BACKOFF = Backoff(first_s=0.02, cap_s=0.5)
+T = TypeVar("T")
 # The write probe, run by a fresh interpreter: prints "code<TAB>message" on failure.
 _PROBE = f"""
 import sqlite3, sys
@@ -265,32 +267,32 @@ class SQLiteDatabase(Database):
         local = self._local
         if getattr(local, "busy", False) or self.corrupt is not None:
             return super().write_one(sql, params)  # inside this thread's transaction
-        deadline = time.monotonic() + self.patience_s
-        attempt = 0
+
+        def once() -> int:
+            raw = None
+            try:
+                raw = self._held()
+                raw.arm()
+                changed = Conn(raw, "sqlite").run(sql, params)
+            except sqlite3.IntegrityError:
+                raise  # a programming error, not the database's state
+            except sqlite3.DatabaseError as exc:
+                if raw is not None:
+                    raw.take()
+                    if not is_busy(exc):
+                        self._discard(raw, False)
+                raise
+            if raw.take():
+                ring(self.file)
+            return changed
+
         local.busy = True
         try:
-            while True:
-                raw = None
-                try:
-                    raw = self._held()
-                    raw.arm()
-                    changed = Conn(raw, "sqlite").run(sql, params)
-                except sqlite3.IntegrityError:
-                    raise  # a programming error, not the database's state
-                except sqlite3.DatabaseError as exc:
-                    if raw is not None:
-                        raw.take()
-                    pause = _BEGIN_BACKOFF.delay(attempt)
-                    if not is_busy(exc) or time.monotonic() + pause >= deadline:
-                        if raw is not None and not is_busy(exc):
-                            self._discard(raw, False)
-                        raise self._translate(exc) from exc
-                    attempt += 1
-                    time.sleep(pause)
-                    continue
-                if raw.take():
-                    ring(self.file)
-                return changed
+            return self._waiting_out_busy(once)
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc) from exc
         finally:
             local.busy = False
 
@@ -327,12 +329,9 @@ class SQLiteDatabase(Database):
                 local.busy = False
 
     def _begin(self, begin: str, nested: bool) -> RingingConnection:
-        """A connection in a transaction. A busy lock is waited out in slices (SQLite's own
-        handler within one, a jittered pause between) until patience_s, then one
-        TransientDatabaseError: the body has not run yet, so nothing is in doubt."""
-        deadline = time.monotonic() + self.patience_s
-        attempt = 0
-        while True:
+        """A connection in a transaction; busy: waited out (the body has not run yet, so
+        nothing is in doubt)."""
+        def once() -> RingingConnection:
             raw = None
             try:
                 raw = self.connect() if nested else self._held()
@@ -342,9 +341,24 @@ class SQLiteDatabase(Database):
                 if begin == "BEGIN" and self.journal.mode != WAL:
                     self._share(raw)
                 return raw
-            except sqlite3.OperationalError as exc:
+            except sqlite3.OperationalError:
                 if nested and raw is not None:
                     raw.close()  # a short-lived connection of its own
+                raise
+
+        return self._waiting_out_busy(once)
+
+    def _waiting_out_busy(self, step: Callable[[], T]) -> T:
+        """`step()` until the database does not answer it busy: SQLite's own handler waits
+        within a slice, a jittered pause comes between slices, and after patience_s the
+        last busy error is raised (becoming one TransientDatabaseError). Any other error
+        is raised at once."""
+        deadline = time.monotonic() + self.patience_s
+        attempt = 0
+        while True:
+            try:
+                return step()
+            except sqlite3.DatabaseError as exc:
                 if not is_busy(exc):
                     raise
                 pause = _BEGIN_BACKOFF.delay(attempt)

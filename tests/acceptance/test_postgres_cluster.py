@@ -26,6 +26,7 @@ from kanban.service import Kanban
 from kanban.state.store import Database
 from tests.acceptance.conftest import slow_steps
 from tests.support.db import open_postgres
+from tests.support.llm_server import LLMServer, Reply, tool_reply
 from tests.support.pg import (
     database_outage,
     ensure_faketime,
@@ -33,7 +34,6 @@ from tests.support.pg import (
     pg_query,
     terminate_backends,
 )
-from tests.support.llm_server import LLMServer, Reply, tool_reply
 from tests.support.procs import KANBAN, start_dispatcher, stop, wait_until
 
 pytestmark = pytest.mark.postgres
