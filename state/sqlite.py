@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -20,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+import kanban.state.sqlite_probe as sqlite_probe
 import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
 from kanban.state.journal import (
@@ -31,8 +30,8 @@ from kanban.state.journal import (
     network_fs,
 )
 from kanban.state.retry import Backoff
-from kanban.state.sqlite_errors import IO, WAL_MISSING, describe_error, is_busy, translate
-from kanban.state.store import PROBE_DELETE, PROBE_INSERT, PROBE_KEY, Conn, Database, Params
+from kanban.state.sqlite_errors import describe_error, is_busy, translate
+from kanban.state.store import Conn, Database, Params
 from kanban.state.timeutil import utcnow
 from kanban.state.wakefile import RingingConnection, ring
 
@@ -41,29 +40,6 @@ PATIENCE_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock, all 
 BUSY_SLICE_S = 1.0  # SQLite's own busy handler waits this long per try; then a jittered pause
 _BEGIN_BACKOFF = Backoff(first_s=0.02, cap_s=0.5)
 T = TypeVar("T")
-# The write probe, run by a fresh interpreter: prints "code<TAB>message" on failure.
-_PROBE = f"""
-import sqlite3, sys
-from pathlib import Path
-from kanban.state.errors import TransientDatabaseError
-from kanban.state.wal_guard import before_connect, check_connection
-try:
-    before = before_connect(Path(sys.argv[1]))
-    c = sqlite3.connect(sys.argv[1], timeout={BUSY_SLICE_S}, isolation_level=None)
-    c.execute("PRAGMA journal_mode").fetchone()
-    check_connection(Path(sys.argv[1]), before)
-    c.execute("BEGIN IMMEDIATE")
-    c.execute({PROBE_INSERT!r}, {{"key": sys.argv[2]}})
-    c.execute({PROBE_DELETE!r}, {{"key": sys.argv[2]}})
-    c.execute("COMMIT")
-except sqlite3.Error as e:
-    print(f"{{getattr(e, 'sqlite_errorcode', '')}}\t{{e}}")
-    sys.exit(1)
-except TransientDatabaseError as e:
-    print(f"wal\t{{e.message}}")
-    sys.exit(1)
-"""
-
 __all__ = ["BUSY_TIMEOUT_MS", "JOURNAL_CHOICES", "SQLiteDatabase", "create_file",
            "describe_error"]
 JOURNAL_CHOICES = ("auto", ROLLBACK)  # auto: WAL unless the filesystem cannot keep it
@@ -379,27 +355,12 @@ class SQLiteDatabase(Database):
             raise
 
     def probe_write(self) -> None:
-        """In a fresh process: within this one SQLite reuses the file descriptors of closed
-        connections, so a probe here could still write where a new worker cannot (an
-        immutable file opens read-only elsewhere)."""
+        """In a fresh process (see sqlite_probe): a new worker's view of the file."""
         if self.corrupt is not None:
             raise CorruptDatabaseError(self.corrupt)
-        try:
-            done = subprocess.run(
-                [sys.executable, "-I", "-c", _PROBE, str(self.path), PROBE_KEY],
-                capture_output=True, text=True, timeout=max(5.0, self.patience_s + 2))
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise TransientDatabaseError(f"cannot probe the database ({self.path}): {exc}",
-                                         kind=IO) from None
-        if done.returncode == 0:
-            return
-        code, _, text = done.stdout.strip().partition("\t")
-        if code == "wal":
-            raise TransientDatabaseError(text, kind=WAL_MISSING)
-        error = sqlite3.OperationalError(text or done.stderr.strip()[-300:] or "probe failed")
-        if code.isdigit():
-            error.sqlite_errorcode = int(code)
-        raise self._translate(error)
+        error = sqlite_probe.write_elsewhere(str(self.path), self.patience_s, BUSY_SLICE_S)
+        if error is not None:
+            raise self._translate(error)
 
     def _translate(self, exc: sqlite3.Error) -> DatabaseError:
         error = translate(self.path, exc)
