@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,13 @@ from tests.support.db import (
     open_sqlite,
     reset_postgres,
 )
+
+# A suite started as a background job (`make test &`, a CI step's `cmd &`) inherits Ctrl-C
+# ignored, and so would every command a test starts: kanban then rightly ignores it, and
+# the tests of what Ctrl-C does see nothing. Each test process takes it back, as a
+# terminal's foreground job has it; the processes it starts get the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _SCRUBBED = ("KANBAN_DB", "KANBAN_BOARD", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 

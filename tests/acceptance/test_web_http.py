@@ -581,14 +581,16 @@ def test_ctrl_c_stops_the_server_with_streams_open(tmp_path: Path) -> None:
     db = tmp_path / "kanban.db"
     kanban(db, "init")
     server = start_web(db, env=clean_env(tmp_path))
-    client = server.client()
-    with client.stream("GET", "/events") as stream:
-        assert next(stream.iter_lines()).startswith("retry:")
-        server.proc.send_signal(signal.SIGINT)
-        assert server.proc.wait(timeout=20) == 130
-    assert server.proc.stderr is not None
-    assert "Traceback" not in server.proc.stderr.read()
-    server.stop()
+    try:
+        client = server.client()
+        with client.stream("GET", "/events") as stream:
+            assert next(stream.iter_lines()).startswith("retry:")
+            server.proc.send_signal(signal.SIGINT)
+            assert server.proc.wait(timeout=20) == 130
+        assert server.proc.stderr is not None
+        assert "Traceback" not in server.proc.stderr.read()
+    finally:
+        server.stop()  # its pipes closed, whatever failed
 
 
 def test_an_empty_token_is_allowed_on_loopback_only(tmp_path: Path) -> None:
