@@ -8,7 +8,9 @@ none, and `kanban retry` or a review round that asks for changes starts a fresh 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kanban.records import EventRecord, RunRecord
 from kanban.states import Outcome
@@ -42,3 +44,31 @@ def budget_attempts(runs: Sequence[RunRecord],
                 spent += 1
                 found[run.id] = spent
     return found
+
+
+def label(run: RunRecord, attempts: Mapping[int, int | None]) -> str:
+    """`attempt 2` of the card's budget, as its facts count them; `no attempt spent`; or,
+    where its history was pruned, `claim 5` (the card's fifth claim)."""
+    if run.id not in attempts:
+        return f"claim {run.attempt}"
+    spent = attempts[run.id]
+    return "no attempt spent" if spent is None else f"attempt {spent}"
+
+
+def event_details(event: EventRecord, labels: Mapping[int, str]) -> str:
+    """An event's data in a line (`ready → running; attempt 2`). The number a `claimed`
+    event stores counts claims: it is shown as its run is labelled (`labels`, by run id),
+    else as `claim N`, never as an attempt it may not have spent."""
+    values: dict[str, Any] = json.loads(event.data or "{}")
+    said = None
+    if event.kind == CLAIMED and "attempt" in values:
+        claim = values.pop("attempt")
+        said = labels.get(event.run_id or 0, f"claim {claim}")
+    move = f"{values.pop('from', '')} → {values.pop('to')}".lstrip() if "to" in values else ""
+    rest = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], ""))
+    return "; ".join(x for x in (move, said, rest) if x)
+
+
+def labels(runs: Sequence[RunRecord], attempts: Mapping[int, int | None]) -> dict[int, str]:
+    """`label` of each run, by id."""
+    return {run.id: label(run, attempts) for run in runs}

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kanban.activity import describe as describe_activity
 from kanban.activity import money
-from kanban.attempts import budget_attempts
+from kanban.attempts import budget_attempts, event_details, labels
+from kanban.attempts import label as attempt_label
 from kanban.cli.output import one_line, paint, plural, when
 from kanban.state.timeutil import utcnow
 from kanban.textsafety import visible
@@ -137,11 +138,12 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
         lines.append(heading("comments"))
         lines += [f"{paint(f'{x.author} · {when(x.at)}:', 'dim')} {x.body}"
                   for x in detail.comments]
+    attempts = budget_attempts(detail.runs, detail.events)
     if detail.runs:
-        lines += [heading("runs"),
-                  *_runs(detail.runs, budget_attempts(detail.runs, detail.events), now)]
+        lines += [heading("runs"), *_runs(detail.runs, attempts, now)]
     if detail.events:
-        lines += [heading("history"), *(_event_line(e) for e in detail.events)]
+        run_labels = labels(detail.runs, attempts)
+        lines += [heading("history"), *(_event_line(e, run_labels) for e in detail.events)]
     return lines
 
 
@@ -231,15 +233,6 @@ def _tree(nodes: list[ChildNode], indent: str) -> Iterator[str]:
         yield from _tree(node.children, indent + ("    " if last else "│   "))
 
 
-def attempt_label(run: RunRecord, attempts: dict[int, int | None]) -> str:
-    """`attempt 2` of the card's budget, as its facts count them; `no attempt spent`; or,
-    where its history was pruned, `claim 5` (the card's fifth claim)."""
-    if run.id not in attempts:
-        return f"claim {run.attempt}"
-    spent = attempts[run.id]
-    return "no attempt spent" if spent is None else f"attempt {spent}"
-
-
 def _runs(runs: Sequence[RunRecord], attempts: dict[int, int | None],
           now: datetime) -> Iterator[str]:
     for r in runs:
@@ -252,17 +245,10 @@ def _runs(runs: Sequence[RunRecord], attempts: dict[int, int | None],
                f"{r.output_tokens:,} · cost {money(r.cost)}" + (f" · {note}" if note else ""))
 
 
-def _event_line(e: EventRecord) -> str:
-    details = _event_details(e.data)
+def _event_line(e: EventRecord, run_labels: dict[int, str]) -> str:
+    details = one_line(event_details(e, run_labels))
     return f"  {when(e.at)}  {e.kind}  {paint(e.actor, 'dim')}" + (f"  {details}" if details
                                                                     else "")
-
-
-def _event_details(data: str) -> str:
-    values: dict[str, Any] = json.loads(data or "{}")
-    move = f"{values.pop('from', '')} → {values.pop('to')}".lstrip() if "to" in values else ""
-    rest = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], ""))
-    return one_line("; ".join(x for x in (move, rest) if x))
 
 
 # -- kanban log ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
+from kanban import attempts
 from kanban.approvals import ApprovalRecord, for_card_plan
 from kanban.cards import boards_plan, card_detail_plan
 from kanban.columns import BoardCard, column_plan
@@ -113,6 +114,12 @@ class Drawer:
     transcript: Transcript
     approvals: list[ApprovalRecord]
     workspace: Workspace | None
+
+    @property
+    def run_labels(self) -> dict[int, str]:
+        """Each run as `kanban show` labels it (`attempt 2`, `no attempt spent`)."""
+        return attempts.labels([run for run, _ in self.transcript.runs],
+                               self.transcript.attempts)
 
 
 def drawer_plan(card_id: int, home: Path, defaults: Mapping[str, str | None]) -> Plan[Drawer]:

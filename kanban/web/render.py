@@ -10,6 +10,8 @@ import jinja2
 import markupsafe
 
 from kanban.activity import describe, money
+from kanban.attempts import event_details
+from kanban.attempts import label as attempt_label
 from kanban.columns import BoardCard
 from kanban.states import STATUS_NAMES, TERMINAL
 from kanban.textsafety import visible
@@ -36,13 +38,6 @@ def tool_calls(raw: str | list[Any] | None) -> list[tuple[str, str]]:
         text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, indent=1)
         out.append((str(fn.get("name", "?")), text))
     return out
-
-
-def event_details(data: str) -> str:
-    values: dict[str, Any] = json.loads(data or "{}")
-    move = f"{values.pop('from', '')} → {values.pop('to')}".lstrip() if "to" in values else ""
-    rest = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], ""))
-    return "; ".join(x for x in (move, rest) if x)
 
 
 def card_json(card: BoardCard, approvals: list[str] | None = None) -> dict[str, Any]:
@@ -73,6 +68,7 @@ def make_templates() -> jinja2.Environment:
     env.filters["thousands"] = lambda n: f"{n:,}" if n is not None else ""
     env.filters["money"] = money
     env.globals.update(clip=clip, tool_calls=tool_calls, event_details=event_details,
+                       attempt_label=attempt_label,
                        finished=lambda status: status in TERMINAL, describe=describe,
                        status_names=STATUS_NAMES)
     return env

@@ -17,7 +17,7 @@ from typing import Any
 import markupsafe
 import pytest
 
-from kanban import approvals, claims
+from kanban import approvals, claims, transitions
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
@@ -226,6 +226,24 @@ def test_the_drawer_says_what_a_failed_dependency_does(served: WebServer, kb: Ka
     assert "if one fails or is cancelled: cancel (this card&#39;s setting)" in drawer
     assert "block (the board&#39;s default)" in client.get(f"/cards/{board.id}?partial=1").text
     assert client.get(f"/api/cards/{own.id}").json()["on_dependency_failure"] == "cancel"
+
+
+def test_the_drawer_counts_attempts_as_kanban_show_does(served: WebServer, kb: Kanban) -> None:
+    card = kb.add_card(NewCard("handed back twice", max_attempts=2))
+    for _ in range(2):  # a dispatcher restarting: claims that spent no attempt
+        with kb.db.write() as conn:
+            claim = claims.claim_card(conn, card.id, now=kb.clock(), lease_s=30)
+            transitions.hand_back(conn, card.id, "restart", now=kb.clock(),
+                                  actor=Actor("dispatcher", claim.claim_token))
+    with kb.db.write() as conn:
+        claims.claim_card(conn, card.id, now=kb.clock(), lease_s=30)
+    drawer = served.client().get(f"/cards/{card.id}?partial=1").text
+    runs = re.findall(r"run \d+ · ([^·]+) · ", drawer)
+    assert [r.strip() for r in runs] == ["attempt 1", "no attempt spent", "no attempt spent"]
+    claimed = re.findall(r"<td>claimed</td><td>[^<]*</td><td>ready → running; ([^<]+)</td>",
+                         drawer)
+    assert claimed == ["no attempt spent", "no attempt spent", "attempt 1"]
+    assert "attempt=" not in drawer and "attempt 3" not in drawer
 
 
 # The JSON API is the CLI's --json

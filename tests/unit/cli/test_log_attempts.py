@@ -80,3 +80,26 @@ def test_runs_whose_history_was_pruned_say_only_which_claim_they_were(cli: Cli,
     log = cli.ok("log", str(card)).stdout.splitlines()
     assert _labels([line for line in log if line.startswith("── run ")]) == \
         ["claim 1", "claim 2", "claim 3", "no attempt spent", "attempt 1"]
+
+
+def _claims_in_history(lines: list[str]) -> list[str]:
+    return [line.split("ready → running; ", 1)[1].strip() for line in lines
+            if "  claimed  " in line]
+
+
+def test_the_history_labels_each_claim_as_its_run_not_by_the_claim_count(
+        cli: Cli, kanban: Kanban) -> None:
+    card = _every_kind_of_run(kanban)
+    show = cli.ok("show", str(card)).stdout.splitlines()
+    # the claimed events stored 1..5: the fifth claim is the first attempt of a fresh budget
+    assert _claims_in_history(show[show.index("── history ──"):]) == EXPECTED
+    assert not any("attempt=" in line for line in show)
+
+
+def test_claims_whose_runs_are_gone_are_numbered_as_claims(cli: Cli, kanban: Kanban) -> None:
+    card = _every_kind_of_run(kanban)
+    with closing(sqlite3.connect(cli.db_path)) as conn, conn:
+        conn.execute("UPDATE event SET run_id = NULL WHERE card_id = ? AND kind = 'claimed' "
+                     "AND run_id = 2", (card,))
+    show = cli.ok("show", str(card)).stdout.splitlines()
+    assert _claims_in_history(show[show.index("── history ──"):])[1] == "claim 2"
