@@ -143,11 +143,18 @@ class LiveWorker:
     heartbeat_at: datetime | None
     progress: str | None
     activity: str | None = None  # JSON, see kanban.activity
+    retry_base: int = 0  # claims before the card's current budget (kanban.attempts)
+
+    @property
+    def spent(self) -> int:
+        """The attempt of its budget this run is, as `kanban show` counts (`attempt` is the
+        card's claim count)."""
+        return self.attempt - self.retry_base
 
     def to_json(self, now: datetime) -> dict[str, object]:
         return {
             "card_id": self.card_id, "board": self.board, "title": self.title,
-            "attempt": self.attempt, "pid": self.pid, "host": self.host,
+            "attempt": self.attempt, "spent": self.spent, "pid": self.pid, "host": self.host,
             "started_at": self.started_at.isoformat(),
             "runtime_s": round((now - self.started_at).total_seconds(), 1),
             "heartbeat_age_s": (round((now - self.heartbeat_at).total_seconds(), 1)
@@ -163,14 +170,16 @@ def live_workers(conn: Conn, *, board: str | None = None) -> list[LiveWorker]:
 
 def live_workers_plan(*, board: str | None = None) -> Plan[list[LiveWorker]]:
     sql = ("SELECT c.id, c.board, c.title, c.attempt, r.pid, r.host, r.started_at, "
-           "r.heartbeat_at, r.progress, r.activity FROM card c JOIN run r ON r.card_id = c.id AND "
+           "r.heartbeat_at, r.progress, r.activity, c.retry_base FROM card c JOIN run r "
+           "ON r.card_id = c.id AND "
            "r.claim_token = c.claim_token WHERE c.status = 'running'")
     if board is not None:
         sql += " AND c.board = :board"
     rows = yield Query(sql + " ORDER BY c.id", {"board": board})
     return [LiveWorker(card_id=row[0], board=row[1], title=row[2], attempt=row[3], pid=row[4],
                        host=row[5], started_at=as_set_time(row[6]),
-                       heartbeat_at=as_time(row[7]), progress=row[8], activity=row[9])
+                       heartbeat_at=as_time(row[7]), progress=row[8], activity=row[9],
+                       retry_base=row[10])
             for row in rows]
 
 

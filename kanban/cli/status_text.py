@@ -116,7 +116,7 @@ def worker_lines(workers: Sequence[LiveWorker], now: datetime) -> list[str]:
         data = w.to_json(now)
         beat = f"{data['heartbeat_age_s']:g}s ago" if data["heartbeat_age_s"] is not None else "-"
         doing = describe_activity(w.activity, compact=True)
-        lines.append(f"pid {w.pid or '-'}  #{w.card_id} attempt {w.attempt}  heartbeat {beat}  "
+        lines.append(f"pid {w.pid or '-'}  #{w.card_id} attempt {w.spent}  heartbeat {beat}  "
                      f"running {data['runtime_s']:g}s  {w.title}"
                      + (f"  ▸ {doing}" if doing else "")
                      + (f"  ({one_line(w.progress)})" if w.progress else ""))

@@ -140,7 +140,9 @@ def review_gate(config: Config, gate: str | None) -> str | None:
 def brief(card: CardRecord) -> dict[str, Any]:
     """A card in a list: what it is, where it stands, and its result if it has one."""
     return {"id": card.id, "title": card.title, "status": card.status,
-            "priority": card.priority, "profile": card.profile, "attempt": card.attempt,
+            "priority": card.priority, "profile": card.profile,
+            # as `kanban show` counts (attempt N of max_attempts), not the claim count
+            "attempt": card.attempt - card.retry_base, "max_attempts": card.max_attempts,
             "review": card.review, "updated_at": card.updated_at.isoformat(),
             "result": card.result, "error": card.error}
 

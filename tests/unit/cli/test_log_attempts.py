@@ -1,5 +1,6 @@
-"""`kanban log` and `kanban show` number a card's runs by the attempts they spent, as the
-card's `attempt N/M` counts them: not by the card's raw claim count."""
+"""`kanban log`, `kanban show` (runs and history), `kanban workers` and the MCP server
+number a card's runs by the attempts they spent, as the card's `attempt N/M` counts them:
+not by the card's raw claim count."""
 
 from __future__ import annotations
 
@@ -103,3 +104,20 @@ def test_claims_whose_runs_are_gone_are_numbered_as_claims(cli: Cli, kanban: Kan
                      "AND run_id = 2", (card,))
     show = cli.ok("show", str(card)).stdout.splitlines()
     assert _claims_in_history(show[show.index("── history ──"):])[1] == "claim 2"
+
+
+def test_workers_say_which_attempt_of_the_budget_is_running(cli: Cli, kanban: Kanban) -> None:
+    card = _every_kind_of_run(kanban)  # its fifth claim runs: attempt 1 of a fresh budget
+    line = next(x for x in cli("workers", env={"COLUMNS": "200"}).stdout.splitlines()
+                if f"#{card} " in x)
+    assert f"#{card} attempt 1 " in line
+    [worker] = cli.json("workers")["workers"]
+    assert (worker["attempt"], worker["spent"]) == (5, 1)
+
+
+def test_an_mcp_client_is_told_the_attempt_of_the_budget(kanban: Kanban) -> None:
+    from kanban.mcp_server.board import brief
+
+    card = _every_kind_of_run(kanban)
+    shown = brief(kanban.card(card))
+    assert (shown["attempt"], shown["max_attempts"]) == (1, 3)  # its fifth claim
