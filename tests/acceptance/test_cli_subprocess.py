@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.interrupts import dropped_by_python, last_traceback
 from tests.support.pg import skip_or_fail
 
 SCRIPT = Path(sys.executable).with_name("kanban")
@@ -185,7 +186,11 @@ ENTRY_MODULES = tuple(f'File "{path}", line ' for path in (
 
 def _before_main(err: str) -> bool:
     """A KeyboardInterrupt raised before kanban.cli.entry.main began: only module-level
-    frames of the script and of the modules it loads to reach main."""
+    frames of the script and of the modules it loads to reach main (or Python's dropping
+    of it, see tests.support.interrupts)."""
+    if dropped_by_python(err):
+        return True
+    err = last_traceback(err)
     frames = [line.strip() for line in err.splitlines() if line.strip().startswith("File ")]
     ours = [f for f in frames if f.startswith(f'File "{_PACKAGE}')]
     return err.startswith("Traceback") and err.rstrip().endswith("KeyboardInterrupt") and \

@@ -29,6 +29,7 @@ import kanban.cli
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
 from tests.acceptance.conftest import BoardFiles
+from tests.support.interrupts import dropped_by_python, last_traceback
 from tests.support.procs import KANBAN, query, wait_until
 
 MOMENTS = 20  # after the lead's card exists
@@ -84,7 +85,8 @@ def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[
     # -SIGINT: the signal came as the interpreter was exiting, its work done. Python's own
     # start-up (its streams, site and the .pth files) runs before any of kanban's code, and
     # Python reports a signal there itself: that one is Python's message, not kanban's.
-    pythons = PYTHON_STARTING in err or _before_kanbans_code(err)
+    pythons = PYTHON_STARTING in err or _before_kanbans_code(last_traceback(err)) or \
+        dropped_by_python(err)
     if not pythons and (proc.returncode not in (0, 130, -signal.SIGINT) or "Traceback" in err):
         problems.append(f"exited {proc.returncode}: {err}")
     running = query(board.path, "SELECT id FROM card WHERE created_by = 'lead' AND "
