@@ -94,7 +94,8 @@ class Courier:
 
     def __init__(self, db: Database, ctx: Context, queues: Iterable[Queue], *,
                  clock: Callable[[], datetime] = utcnow,
-                 rng: random.Random | None = None, lanes: int = LANES) -> None:
+                 rng: random.Random | None = None, lanes: int = LANES,
+                 on_error: Callable[[str], None] | None = None) -> None:
         self.db = db
         self.ctx = ctx
         self.queues = {queue.name: queue for queue in queues}
@@ -109,6 +110,8 @@ class Courier:
         self._thread: threading.Thread | None = None
         self._busy: dict[str, threading.Thread] = {}  # target → its lane (thread mode)
         self._lock = threading.Lock()
+        self._say = on_error or _to_stderr  # beside a dispatcher: its log
+        self._said: str | None = None  # the failure said last; said again only once changed
 
     # one pass
     def deliver_due(self, *, limit: int = BATCH) -> list[Attempt]:
@@ -206,7 +209,11 @@ class Courier:
             try:
                 self._hand_out()
             except Exception as exc:  # the thread must outlive a bad row or a locked database
-                print(f"kanban dispatch: delivery: {exc}", file=sys.stderr, flush=True)
+                if str(exc) != self._said:  # once per outage, not once per poll
+                    self._said = str(exc)
+                    self._say(self._said)
+            else:
+                self._said = None
             self._wake.wait(self.ctx.settings.poll_s)
 
     def _hand_out(self) -> None:
@@ -230,7 +237,7 @@ class Courier:
         try:
             sent = self._lane(items)
         except Exception as exc:  # a bad row or a locked database: the next pass retries
-            print(f"kanban dispatch: delivery to {target}: {exc}", file=sys.stderr, flush=True)
+            self._say(f"to {target}: {exc}")
         finally:
             with self._lock:
                 self._busy.pop(target, None)
@@ -249,3 +256,7 @@ class Courier:
             lanes = list(self._busy.values())
         for lane in lanes:
             lane.join(max(0.0, deadline - time.monotonic()))
+
+
+def _to_stderr(error: str) -> None:
+    print(f"kanban: delivery: {error}", file=sys.stderr, flush=True)

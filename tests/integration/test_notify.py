@@ -278,3 +278,47 @@ def test_beside_a_dispatcher_a_hung_webhook_holds_only_its_own_lane(
             slow.release()
             thread.stop()
     assert len(slow.accepted) == 2
+
+
+class _Unreadable(NotifyQueue):
+    """A queue whose reads fail while `failing` is set (a database gone away)."""
+
+    failing: str | None = None
+
+    def due(self, *args: object, **kwargs: object) -> list:  # type: ignore[override]
+        if self.failing is not None:
+            raise RuntimeError(self.failing)
+        return super().due(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_failing_round_is_said_once_per_change_through_the_dispatchers_log(
+        db: Database, clock: FakeClock, tmp_path: Path) -> None:
+    queue = _Unreadable()
+    said: list[str] = []
+    heard = threading.Event()
+
+    def say(error: str) -> None:
+        said.append(error)
+        heard.set()
+
+    runner = Courier(db, Context(SETTINGS, SECRET, tmp_path, dict(os.environ)), [queue],
+                     clock=clock, on_error=say)
+    queue.failing = "cannot connect"
+    runner.start()
+    try:
+        wait_until(heard.is_set, timeout=30, what="the first failure said")
+        for _ in range(3):  # more rounds, the same failure: nothing more is said
+            runner._wake.set()
+            wait_until(lambda: not runner._wake.is_set(), timeout=30, what="another round")
+        queue.failing = "too many connections"
+        runner._wake.set()
+        wait_until(lambda: len(said) >= 2, timeout=30, what="the new failure said")
+        queue.failing = None
+        runner._wake.set()
+        wait_until(lambda: runner._said is None, timeout=30, what="a clean round")
+        queue.failing = "cannot connect"
+        runner._wake.set()
+        wait_until(lambda: len(said) >= 3, timeout=30, what="the failure said again")
+    finally:
+        runner.stop()
+    assert said[:3] == ["cannot connect", "too many connections", "cannot connect"]
