@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from kanban import claims, pg_batch, transitions
+from kanban import claims, pg_batch, run_activity, transitions
 from kanban import validation as v
 from kanban.errors import KanbanError, LeaseLost
 from kanban.state.errors import DatabaseError, TransientDatabaseError
@@ -121,7 +121,7 @@ def _one(conn: Conn, write: Write, now: datetime) -> Outcome:
         return claims.heartbeat(conn, write.card_id, write.claim_token, run_id=write.run_id,
                                 lease_s=write.lease_s, now=now, note=_note(write.note))
     transitions.assert_lease(conn, write.card_id, write.claim_token)
-    if not claims.record_activity(conn, write.run_id, write.card_id, write.claim_token,
+    if not run_activity.record_activity(conn, write.run_id, write.card_id, write.claim_token,
                                   write.activity, now=now):
         raise _lost(write.card_id)  # a run that is not this claim's
     return None

@@ -16,7 +16,7 @@ from kanban.records import Claim, MessageRecord, RunRecord
 from kanban.state.host import process_start
 from kanban.state.plans import Plan, Query, Rows, run_plan
 from kanban.state.rows import as_set_time, as_time, with_times
-from kanban.state.store import Conn, Database
+from kanban.state.store import Conn
 from kanban.states import CardStatus
 
 _PICK = """
@@ -310,36 +310,6 @@ def record_usage(conn: Conn, run_id: int, card_id: int, model: str, *, input_tok
     # card before run: the order the heartbeat and the transitions lock them in
     conn.run(_ADD_TOKENS.format(table="card"), {"id": card_id, "cost": cost or 0.0, **tokens})
     conn.run(_ADD_TOKENS.format(table="run"), {"id": run_id, "cost": cost or 0.0, **tokens})
-
-
-def record_activity(conn: Conn, run_id: int, card_id: int, claim_token: str,
-                    activity: dict[str, Any], *, now: datetime) -> bool:
-    """What a running worker is doing now (shown by the board, `show` and `run`); False
-    when the run is not this card's under this claim token (nothing stored)."""
-    return conn.run(
-        "UPDATE run SET activity = :activity, activity_at = :now WHERE id = :run_id "
-        "AND card_id = :card_id AND claim_token = :token",
-        {"activity": json.dumps(activity, ensure_ascii=False), "now": now,
-         "run_id": run_id, "card_id": card_id, "token": claim_token}) == 1
-
-
-_STORE_ACTIVITY = """
-UPDATE run SET activity = :activity, activity_at = :now
-WHERE id = :run_id AND card_id = :card_id AND claim_token = :token
-  AND EXISTS (SELECT 1 FROM card WHERE id = :card_id AND claim_token = :token
-              AND status = 'running')
-"""
-
-
-def store_activity(db: Database, run_id: int, card_id: int, claim_token: str,
-                   activity: dict[str, Any], *, now: datetime) -> None:
-    """`record_activity` fenced by the card's lease, as one statement (`write_one`): a
-    streaming fleet's most frequent write holds SQLite's lock for that statement alone.
-    LeaseLost when the claim no longer holds the card."""
-    if not db.write_one(_STORE_ACTIVITY, {
-            "activity": json.dumps(activity, ensure_ascii=False), "now": now,
-            "run_id": run_id, "card_id": card_id, "token": claim_token}):
-        raise LeaseLost(f"lease on #{card_id} was lost; this worker must stop")
 
 
 def run_transcript(conn: Conn, card_id: int) -> list[tuple[RunRecord, list[MessageRecord]]]:

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from kanban import batch_writes, claims
+from kanban import batch_writes, claims, run_activity
 from kanban.agent import standby
 from kanban.agent.interrupt import Interrupt
 from kanban.batch_writes import ActivityWrite, Renewal
@@ -115,7 +115,7 @@ class HeartbeatThread:
                 if not claims.is_current(conn, s.card_id, s.claim_token):
                     raise LeaseLost(f"card #{s.card_id} is no longer this worker's")
             return
-        claims.store_activity(s.kb.db, s.run_id, s.card_id, s.claim_token, snapshot,
+        run_activity.store_activity(s.kb.db, s.run_id, s.card_id, s.claim_token, snapshot,
                               now=s.kb.clock())
 
     def _lost(self, message: str) -> bool:

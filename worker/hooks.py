@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kanban import claims
+from kanban import claims, run_activity
 from kanban.agent.hooks import AgentHooks
 from kanban.agent.loop import AgentResult
 from kanban.agent.types import (
@@ -101,7 +101,7 @@ class WorkerHooks(AgentHooks):
             # transitions lock them in (PostgreSQL: a run locked first deadlocks with a
             # heartbeat, which then waits out deadlock_timeout, 1 s, of a short lease).
             if phase is not None:
-                claims.record_activity(conn, s.run_id, s.card_id, s.claim_token, phase,
+                run_activity.record_activity(conn, s.run_id, s.card_id, s.claim_token, phase,
                                        now=now)
 
         # Tried again while the database is away (until the lease runs out). Once the card

@@ -17,7 +17,7 @@ from typing import Any
 import markupsafe
 import pytest
 
-from kanban import approvals, claims, transitions
+from kanban import approvals, claims, run_activity, transitions
 from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
@@ -555,7 +555,7 @@ def test_running_cards_show_live_activity(served: WebServer, kb: Kanban) -> None
         events = sse_events(r)
         next_event(events, lambda e: e.event == "board")  # the claim
         with kb.db.write() as conn:
-            claims.record_activity(conn, claim.run_id, card.id, claim.claim_token, activity,
+            run_activity.record_activity(conn, claim.run_id, card.id, claim.claim_token, activity,
                                    now=kb.clock())
         pushed = next_event(events, lambda e: any(
             c["id"] == card.id and c["activity"] for c in e.data.get("cards", [])))

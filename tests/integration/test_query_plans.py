@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from kanban import approvals, claims, control, gc
+from kanban import approvals, claims, control, gc, run_activity
 from kanban.batch_writes import ActivityWrite, Completion, Renewal
 from kanban.card_filter import CardFilter
 from kanban.cards import NewCard, card_detail_plan
@@ -104,7 +104,7 @@ def hot_operations(kb: Kanban, clock: FakeClock) -> None:
                               now=clock.now)
         claims.record_usage(conn, claim.run_id, claim.card_id, "scripted:x", input_tokens=1,
                             output_tokens=1, cached_tokens=0, now=clock.now, cost=0.0)
-        claims.record_activity(conn, claim.run_id, claim.card_id, claim.claim_token,
+        run_activity.record_activity(conn, claim.run_id, claim.card_id, claim.claim_token,
                                {"tool": "terminal"}, now=clock.now)
     with db.read() as conn:
         claims.running_leases(conn)

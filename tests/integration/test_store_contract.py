@@ -14,8 +14,9 @@ import pytest
 
 from kanban import transitions
 from kanban.cards import NewCard
-from kanban.claims import ClaimFilter, record_usage, store_activity
+from kanban.claims import ClaimFilter, record_usage
 from kanban.errors import DependencyError, LeaseLost
+from kanban.run_activity import store_activity
 from kanban.service import Kanban
 from kanban.state.store import Database
 from kanban.states import CardStatus, Outcome

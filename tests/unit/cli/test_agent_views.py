@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kanban import claims
+from kanban import claims, run_activity
 from kanban.activity import describe, money, short_number
 from kanban.service import Kanban
 from tests.unit.cli.conftest import Cli
@@ -15,7 +15,7 @@ def running_card(cli: Cli, kanban: Kanban) -> claims.Claim:
     cli.add("busy card")
     [claim] = kanban.claim(1, lease_s=30)
     with kanban.db.write() as conn:
-        claims.record_activity(conn, claim.run_id, claim.card_id, claim.claim_token, ACTIVITY,
+        run_activity.record_activity(conn, claim.run_id, claim.card_id, claim.claim_token, ACTIVITY,
                                now=kanban.clock())
     return claim
 
