@@ -33,6 +33,7 @@ from kanban.delivery.targets import Target, TargetKind, parse_target
 from kanban.state.errors import KanbanError
 from kanban.state.store import Conn, Database
 from kanban.state.timeutil import utcnow
+from kanban.textsafety import visible
 from kanban.validation import MAX_COMMENT
 
 BATCH = 20
@@ -259,4 +260,5 @@ class Courier:
 
 
 def _to_stderr(error: str) -> None:
-    print(f"kanban: delivery: {error}", file=sys.stderr, flush=True)
+    """Errors may quote what a target answered: its controls are spelled out, one line."""
+    print(f"kanban: delivery: {visible(error, one_line=True)}", file=sys.stderr, flush=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.security.conftest import Attack
 from tests.support.procs import kanban, query
 
@@ -52,3 +54,14 @@ def test_a_webhook_target_must_be_an_http_url(attack: Attack) -> None:
                          target, check=False)
         assert refused.returncode != 0 and "webhook needs an http" in refused.stderr
     assert query(attack.board.path, "SELECT count(*) FROM notify_subscription") == [(0,)]
+
+
+def test_a_delivery_error_reaches_the_terminal_with_its_controls_spelled_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kanban.delivery.courier import _to_stderr
+
+    _to_stderr("target said \x1b]0;pwned\x07\x1b[2J\nfake: all delivered")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert err.count("\n") == 1  # one line: no forged line after it
+    assert "\\x1b]0;pwned\\x07" in err
