@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import threading
 import time
 import weakref
@@ -23,6 +22,7 @@ from typing import Any
 
 from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.pg_clock import ServerClock
+from kanban.state.pg_connect import PgConnector, idle_and_open
 from kanban.state.pg_faults import (
     OUT_OF_CONNECTIONS,
     first_line,
@@ -36,31 +36,14 @@ from kanban.state.pg_fleet import LeanPool, SlotGate, SlotsBusy, listen_url, ses
 from kanban.state.retry import Backoff
 from kanban.state.store import Conn, Database
 
-CONNECT_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_S = 60
-IDLE_IN_TRANSACTION_TIMEOUT_S = 120
 PATIENCE_S = 15.0  # how long a transaction waits for the server before giving up
 POOL_MAX = 4
-# Statements a pooled connection has run this often are prepared (parsed and planned once,
-# by name) when nothing stands between kanban and the server: the claim's plan alone took
-# 1.7 ms of its 4.5 ms. Off behind a pooler, which may give each transaction another session.
-PREPARE_AFTER = 3
 POOL_WAIT_S = 1.0  # longer without a connection: look at the server directly
 NOTIFY_CHANNEL = "kanban"  # the triggers of migration 3 notify here
 _BACKOFF = Backoff(first_s=0.05, cap_s=1.0)
 # The pool logs every failed reconnection; the caller reports what matters in one line.
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-
-
-def _idle_and_open(raw: Any) -> None:
-    """The pool's check on checkout, without a round trip: an idle connection the server
-    has written to (an error before closing, or end of file) is dead."""
-    if not raw.closed and not raw.broken:
-        readable, _, _ = select.select([raw.fileno()], [], [], 0)
-        if not readable:
-            return
-    raw.close()  # closed, the pool replaces it rather than handing it out again
-    raise DatabaseError("connection closed by the server")
 
 
 class PostgresDatabase(Database):
@@ -79,11 +62,11 @@ class PostgresDatabase(Database):
         self.url = normalise_url(url)
         self.patience_s = patience_s
         self.pool_max = pool_max
-        self.statement_timeout_s = statement_timeout_s
         self.server_clock = ServerClock()
         # Behind a transaction pooler (found on the first connection): no session options,
         # the timeouts SET LOCAL in every transaction, no LISTEN on this URL.
-        self.pooled: bool | None = None
+        self.connector = PgConnector(self.url, psycopg, statement_timeout_s=statement_timeout_s,
+                                     clock=self.server_clock, on_pooler=self._pooler_found)
         self.lean_gate: SlotGate | None = None
         self.lean_pool = False  # a worker's LeanPool instead of the psycopg_pool
         self._pool: Any = None
@@ -107,76 +90,18 @@ class PostgresDatabase(Database):
         return hide_password(self.url)
 
     # connections
-    def connect_kwargs(self, *, options: bool | None = None) -> dict[str, Any]:
-        """libpq settings of every kanban connection: timeouts and TCP keepalives, so a dead
-        peer or a hung statement is noticed in seconds, not at the kernel's leisure. No
-        prepared statements until `_configure` knows no pooler stands in between: a pooler
-        may hand each transaction another server session. The timeouts travel as startup
-        options unless a pooler refuses them."""
-        from psycopg.conninfo import conninfo_to_dict
-
-        given = conninfo_to_dict(self.url)
-        kwargs: dict[str, Any] = {
-            "autocommit": True, "prepare_threshold": None,
-            "connect_timeout": given.get("connect_timeout") or CONNECT_TIMEOUT_S,
-            "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
-            "keepalives_count": 3, "tcp_user_timeout": 20_000,
-            "application_name": given.get("application_name") or "kanban"}
-        if options if options is not None else not self.pooled:
-            kwargs["options"] = " ".join(filter(None, [
-                str(given.get("options") or ""),
-                f"-c statement_timeout={self._timeout_ms}",
-                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}",
-            ]))
-        return kwargs
-
     @property
-    def _timeout_ms(self) -> int:
-        return int(self.statement_timeout_s * 1000)
+    def pooled(self) -> bool | None:
+        """Whether a transaction pooler stands in between (None until a connection tells)."""
+        return self.connector.pooled
 
     def connect(self, url: str | None = None) -> Any:
         """A connection of its own (not pooled), e.g. for LISTEN; DatabaseError if none."""
         try:
-            return self._connect(url or self.url)
+            return self.connector.connect(url or self.url)
         except self._psycopg.Error as exc:
             raise self._translate(exc, f"cannot connect to {self.display}",
                                   connecting=True) from None
-
-    def _connect(self, url: str) -> Any:
-        """One connection, learning on the first whether a pooler stands in between: one
-        that refuses the startup options, or takes them without applying them."""
-        if self.pooled is not None:
-            return self._psycopg.connect(url, **self.connect_kwargs())
-        try:
-            raw = self._psycopg.connect(url, **self.connect_kwargs(options=True))
-        except self._psycopg.OperationalError as exc:
-            if "unsupported startup parameter" not in str(exc):
-                raise
-            self.pooled = True
-            if not self.lean_pool:  # its connections would ask for the options again
-                self._drop_pool()
-            return self._psycopg.connect(url, **self.connect_kwargs())
-        try:
-            self._learn_pooled(raw)
-        except BaseException:
-            raw.close()
-            raise
-        return raw
-
-    def _learn_pooled(self, raw: Any) -> None:
-        """A pooler that passed our startup options on would not apply them either."""
-        applied = raw.execute("SELECT current_setting('statement_timeout')").fetchone()[0]
-        self.pooled = applied in ("0", "", None)
-
-    def _configure(self, raw: Any) -> None:
-        """Each new pooled connection: the server's clock; whether a pooler stands between
-        (a refusing pooler is found by `_diagnose`, which replaces the pool); prepared
-        statements when none does."""
-        self.server_clock.sample(raw)
-        if self.pooled is None:
-            self._learn_pooled(raw)
-        if self.pooled is False:
-            raw.prepare_threshold = PREPARE_AFTER
 
     def listening_url(self) -> str | None:
         """Where this database's change notifications can be heard (None: nowhere, poll)."""
@@ -212,18 +137,23 @@ class PostgresDatabase(Database):
         if pool is None:
             with self._lock:
                 if self._pool is None and self.lean_pool:
-                    self._pool = LeanPool(lambda: self._connect(self.url), self.lean_gate,
-                                          configure=self.server_clock.sample,
-                                          check=_idle_and_open)
+                    self._pool = LeanPool(lambda: self.connector.connect(self.url),
+                                          self.lean_gate, configure=self.server_clock.sample,
+                                          check=idle_and_open)
                 elif self._pool is None:
                     self._pool = self._psycopg_pool.ConnectionPool(
-                        self.url, kwargs=self.connect_kwargs(), min_size=1,
+                        self.url, kwargs=self.connector.kwargs(), min_size=1,
                         max_size=self.pool_max, open=False, name="kanban",
-                        configure=self._configure, check=_idle_and_open,
+                        configure=self.connector.configure, check=idle_and_open,
                         timeout=self.patience_s, reconnect_timeout=3600.0, num_workers=1)
                     self._pool.open(wait=False)
                 pool = self._pool
         return pool
+
+    def _pooler_found(self) -> None:
+        """A pooler refused the startup options: connections made before asked for them."""
+        if not self.lean_pool:  # a lean pool connects through the connector each time
+            self._drop_pool()
 
     def _drop_pool(self) -> None:
         with self._lock:
@@ -280,8 +210,8 @@ class PostgresDatabase(Database):
                 if self.server_clock.stale:
                     self.server_clock.sample(raw)
                 if self.pooled:  # reads too: a pooler's session keeps no timeout of ours
-                    raw.execute(session_sql(self._timeout_ms,
-                                            IDLE_IN_TRANSACTION_TIMEOUT_S * 1000))
+                    raw.execute(session_sql(self.connector.timeout_ms,
+                                            self.connector.idle_in_transaction_ms))
                 elif begin:
                     raw.execute("BEGIN")
                 return pool, raw

@@ -243,6 +243,8 @@ def test_notifications_wake_the_watcher(pg: Database) -> None:
         parent = kb.add_card(NewCard("parent"))
         claim = claim_one(kb, parent.id)
         assert _woken(watcher, lambda: kb.add_card(NewCard("new and ready")))
+        later = kb.clock() + timedelta(hours=1)  # the dispatcher then sleeps until its time
+        assert _woken(watcher, lambda: kb.add_card(NewCard("scheduled", run_at=later)))
         assert _woken(watcher, lambda: kb.set_paused(True))
         assert _woken(watcher, lambda: kb.set_paused(False))
         child = kb.add_card(NewCard("child", parent_id=parent.id, priority=9))

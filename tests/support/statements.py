@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kanban.state.postgres import PostgresDatabase
+from kanban.state.pg_connect import PgConnector
 from kanban.state.sqlite import SQLiteDatabase
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,13 +75,13 @@ def tracing_postgres() -> Iterator[Statements]:
             statements.add(str(query), params)
             return super().execute(query, params, **kwargs)
 
-    kwargs = PostgresDatabase.connect_kwargs
+    kwargs = PgConnector.kwargs
 
-    def traced(self: PostgresDatabase) -> dict[str, Any]:
-        return {**kwargs(self), "cursor_factory": Recording}
+    def traced(self: PgConnector, *, options: bool | None = None) -> dict[str, Any]:
+        return {**kwargs(self, options=options), "cursor_factory": Recording}
 
-    PostgresDatabase.connect_kwargs = traced  # type: ignore[method-assign]
+    PgConnector.kwargs = traced  # type: ignore[method-assign]
     try:
         yield statements
     finally:
-        PostgresDatabase.connect_kwargs = kwargs  # type: ignore[method-assign]
+        PgConnector.kwargs = kwargs  # type: ignore[method-assign]
