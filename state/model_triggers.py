@@ -1,8 +1,8 @@
 """What the models cannot declare: SQLite's full-text tables with the triggers that keep them
 current (migration 5), the column-count triggers (migration 14; 9 had the first ones),
-SQLite's wake-up triggers (migration 15) and the usage totals' trigger (migration 18), the
-counters over shards (migration 20). Read from those frozen migrations, so each statement
-is written once."""
+SQLite's wake-up triggers (migration 15, scheduled cards in 21), the usage totals' trigger
+(migration 18) and the counters over shards (migration 20). Read from those frozen
+migrations, so each statement is written once."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy import DDL, MetaData, event, text
 from kanban.state.migrations import statements
 
 _SOURCES = ("0005_daily", "0014_quiet_tick", "0015_wakeups", "0018_metrics",
-            "0020_sharded_counts")
+            "0020_sharded_counts", "0021_scheduled_wakeups")
 # Tables and indexes come from the models, backfills only from the migrations.
 _KINDS = ("CREATE VIRTUAL TABLE ", "CREATE TRIGGER ", "CREATE FUNCTION ",
           "CREATE OR REPLACE FUNCTION ")

@@ -78,6 +78,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(18, "metrics", sql_file("0018_metrics")),
     Migration(19, "traces", sql_file("0019_traces")),
     Migration(20, "sharded_counts", sql_file("0020_sharded_counts")),
+    Migration(21, "scheduled_wakeups", sql_file("0021_scheduled_wakeups")),
 )
 LATEST = MIGRATIONS[-1].id
 

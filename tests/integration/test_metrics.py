@@ -83,6 +83,8 @@ def test_migration_18_counts_the_calls_recorded_before_it(kb: Kanban) -> None:
             conn.execute("DROP FUNCTION usage_total_add()")
         else:
             conn.execute("DROP TRIGGER usage_total_insert")
+            for trigger in ("card_wakeup_scheduled_insert", "card_wakeup_scheduled_update"):
+                conn.execute(f"DROP TRIGGER {trigger}")  # and undo 21 (PostgreSQL's redoes)
         conn.execute("DROP TABLE usage_total")
         conn.execute("ALTER TABLE card DROP COLUMN traceparent")  # and undo 19, after it
         # and 20: card_count as migration 14 made it, by 14's own statements
@@ -91,8 +93,8 @@ def test_migration_18_counts_the_calls_recorded_before_it(kb: Kanban) -> None:
         for statement in statements(sql):
             if "card_count" in statement:
                 conn.execute(statement)
-        conn.execute("DELETE FROM schema_migration WHERE id IN (18, 19, 20)")
-    assert migrate(kb.db) == 3
+        conn.execute("DELETE FROM schema_migration WHERE id IN (18, 19, 20, 21)")
+    assert migrate(kb.db) == 4
     assert read_aggregates(kb.db).usage == before
     assert [c for c in read_aggregates(kb.db).cards if c[3]] == cards == [
         ("default", "coder", "running", 1)]

@@ -1,6 +1,6 @@
 """A SQLite dispatcher sleeps on the board's wake-up file: kanban's writers touch it after a
-commit that a dispatcher acts on (a card ready, cancelled or settled as a child; spawning
-paused or resumed), never after one it does not (a comment), nor after a rollback."""
+commit that a dispatcher acts on (a card ready, scheduled, cancelled or settled as a child;
+spawning paused or resumed), never after one it does not (a comment), nor after a rollback."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,8 @@ def test_what_a_dispatcher_acts_on_rings_and_nothing_else(
     parent = kb.add_card(NewCard("parent"))
     claim = claim_one(kb, parent.id)
     assert rings(db, lambda: kb.add_card(NewCard("new and ready")))
+    later = kb.clock() + timedelta(hours=1)  # the dispatcher then sleeps until its time
+    assert rings(db, lambda: kb.add_card(NewCard("scheduled", run_at=later)))
     assert rings(db, lambda: kb.set_paused(True))
     assert rings(db, lambda: kb.set_paused(False))
     child = kb.add_card(NewCard("child", parent_id=parent.id, priority=9))
