@@ -26,6 +26,7 @@ NETWORK_FILESYSTEMS = frozenset({
 })
 MOUNTINFO = Path("/proc/self/mountinfo")
 WAL, ROLLBACK = "wal", "rollback"
+JOURNAL_KEY = "journal"  # the setting a board in rollback mode carries
 LOST = ("readers wait for writers; a board shared by several hosts belongs on PostgreSQL "
         "(see `kanban backup` and README's PostgreSQL section)")
 
@@ -43,6 +44,48 @@ class Journal:
         if self.mode == WAL:
             return None
         return f"journal: rollback, not WAL ({self.reason}): {LOST}"
+
+
+def choose_journal(raw: sqlite3.Connection, file: Path, *, wanted: str,
+                   mount_table: Path = MOUNTINFO) -> Journal:
+    """A new connection's journal: WAL where it is safe and works; else the rollback
+    journal, with the reason. WAL is the file's own persistent state: a WAL board costs one
+    pragma here. `wanted` is ROLLBACK when the board was made to keep it."""
+    try:
+        mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+    except sqlite3.OperationalError as exc:
+        if not leave_unreadable_wal(raw, exc, file):
+            raise
+        return Journal(ROLLBACK, "SQLite cannot keep the write-ahead log on this "
+                                 "filesystem (no shared memory); the board left it")
+    remote = network_fs(str(file.parent), mount_table)
+    if mode == WAL and remote is None:
+        return Journal(WAL)
+    if remote is not None:
+        if mode == WAL:  # a board moved onto a network mount: leave WAL while we can
+            raw.execute("PRAGMA journal_mode = DELETE")
+        return Journal(ROLLBACK, f"the board is on a network filesystem ({remote})",
+                       network_fs=remote)
+    if wanted == ROLLBACK or _kept_rollback(raw):
+        return Journal(ROLLBACK, "the board keeps the rollback journal (kanban init "
+                                 "--journal rollback, or WAL did not work here)")
+    if raw.execute("PRAGMA journal_mode = WAL").fetchone()[0] == WAL:
+        return Journal(WAL)
+    return Journal(ROLLBACK, "SQLite could not enable WAL on this filesystem (no shared "
+                             "memory or locks)")
+
+
+def _kept_rollback(raw: sqlite3.Connection) -> bool:
+    """A board that chose the rollback journal says so in its settings (an old or copied
+    file in rollback mode without it is switched to WAL, as before)."""
+    try:
+        row = raw.execute("SELECT value FROM setting WHERE key = ?", (JOURNAL_KEY,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # a new file: no tables yet
+            return False
+        raise  # busy (a writer commits in rollback mode): waited out by the caller, never
+        # read as "no setting", which would switch a rollback board to WAL
+    return row is not None and row[0] == ROLLBACK
 
 
 def mount_type(path: Path, mountinfo: str | None = None) -> str | None:

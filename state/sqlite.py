@@ -22,12 +22,12 @@ import kanban.state.sqlite_probe as sqlite_probe
 import kanban.state.wal_guard as wal_guard
 from kanban.state.errors import CorruptDatabaseError, DatabaseError, TransientDatabaseError
 from kanban.state.journal import (
+    JOURNAL_KEY,
     MOUNTINFO,
     ROLLBACK,
     WAL,
     Journal,
-    leave_unreadable_wal,
-    network_fs,
+    choose_journal,
 )
 from kanban.state.retry import Backoff
 from kanban.state.sqlite_errors import describe_error, is_busy, translate
@@ -43,20 +43,6 @@ T = TypeVar("T")
 __all__ = ["BUSY_TIMEOUT_MS", "JOURNAL_CHOICES", "SQLiteDatabase", "create_file",
            "describe_error"]
 JOURNAL_CHOICES = ("auto", ROLLBACK)  # auto: WAL unless the filesystem cannot keep it
-JOURNAL_KEY = "journal"  # the setting a board in rollback mode carries
-
-
-def _kept_rollback(raw: sqlite3.Connection) -> bool:
-    """A board that chose the rollback journal says so in its settings (an old or copied
-    file in rollback mode without it is switched to WAL, as before)."""
-    try:
-        row = raw.execute("SELECT value FROM setting WHERE key = ?", (JOURNAL_KEY,)).fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):  # a new file: no tables yet
-            return False
-        raise  # busy (a writer commits in rollback mode): waited out by the caller, never
-        # read as "no setting", which would switch a rollback board to WAL
-    return row is not None and row[0] == ROLLBACK
 
 
 def sqlite_target(path: Path, vfs: str | None, mode: str | None = None) -> str:
@@ -111,7 +97,7 @@ class SQLiteDatabase(Database):
         # The SQLite VFS connections go through (None: the platform's). A seam like the
         # mount table: "unix-dotfile" has no shared memory, as some filesystems have none.
         self.vfs = vfs
-        self.journal = Journal(WAL)  # what the first connection finds (see _journal)
+        self.journal = Journal(WAL)  # what the first connection finds (choose_journal)
         self.file: Path = path  # never None here (the base class allows None)
         self.synchronous = synchronous.upper()
         self._local = threading.local()
@@ -143,7 +129,8 @@ class SQLiteDatabase(Database):
                               factory=RingingConnection)
         try:
             raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
-            self.journal = self._journal(raw)
+            self.journal = choose_journal(raw, self.file, wanted=self.journal_wanted,
+                                          mount_table=self.mount_table)
             raw.execute(f"PRAGMA synchronous = {self.synchronous}")
             raw.execute("PRAGMA foreign_keys = ON")
             raw.arm()
@@ -177,32 +164,6 @@ class SQLiteDatabase(Database):
         with self.write() as conn:
             conn.run("INSERT INTO setting (key, value) VALUES (:k, :v) ON CONFLICT (key) DO "
                      "UPDATE SET value = :v", {"k": JOURNAL_KEY, "v": ROLLBACK})
-
-    def _journal(self, raw: sqlite3.Connection) -> Journal:
-        """WAL where it is safe and works; else the rollback journal, with the reason.
-        WAL is the file's own persistent state: a WAL board costs one pragma here."""
-        try:
-            mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if not leave_unreadable_wal(raw, exc, self.file):
-                raise
-            return Journal(ROLLBACK, "SQLite cannot keep the write-ahead log on this "
-                                     "filesystem (no shared memory); the board left it")
-        remote = network_fs(str(self.file.parent), self.mount_table)
-        if mode == WAL and remote is None:
-            return Journal(WAL)
-        if remote is not None:
-            if mode == WAL:  # a board moved onto a network mount: leave WAL while we can
-                raw.execute("PRAGMA journal_mode = DELETE")
-            return Journal(ROLLBACK, f"the board is on a network filesystem ({remote})",
-                           network_fs=remote)
-        if self.journal_wanted == ROLLBACK or _kept_rollback(raw):
-            return Journal(ROLLBACK, "the board keeps the rollback journal (kanban init "
-                                     "--journal rollback, or WAL did not work here)")
-        if raw.execute("PRAGMA journal_mode = WAL").fetchone()[0] == WAL:
-            return Journal(WAL)
-        return Journal(ROLLBACK, "SQLite could not enable WAL on this filesystem (no shared "
-                                 "memory or locks)")
 
     def guard(self, wake: threading.Event | None = None) -> wal_guard.WalGuard | None:
         """Keep the write-ahead log in place while this process runs (see wal_guard).

@@ -226,8 +226,9 @@ def test_a_command_from_a_second_host_on_a_network_filesystem_board_is_refused(
                                                  now=db.clock())
     finally:
         db.dispose()
-    monkeypatch.setattr("kanban.state.sqlite.network_fs",
-                        lambda folder, _table: journal.network_fs(folder, table))
+    real = journal.network_fs
+    monkeypatch.setattr("kanban.state.journal.network_fs",
+                        lambda folder, _table: real(folder, table))
     runner = CliRunner()
     refused = runner.invoke(app, ["--db", str(path), "add", "from a second host"])
     assert refused.exit_code == 1, refused.output
