@@ -27,6 +27,7 @@ from kanban.lead_liveness import orphaned_leads, requeue_orphaned_leads
 from kanban.queries import run_result
 from kanban.service import Kanban
 from kanban.state.config import Config
+from kanban.state.store import Conn
 from kanban.states import Outcome
 from kanban.transitions import Actor
 
@@ -42,13 +43,27 @@ class Dispatcher(Protocol):
     home: Path
     host: str
     instance: Instance
+    lease_s: float
 
     def actor(self, claim_token: str | None = None) -> Actor: ...
 
 
 EXIT_INFRA = 74  # the worker could not use the database (worker/main.py)
 EXIT_LEASE_LOST = 75
+# Exits for the database are forgiven (handed back, no attempt spent) this many times in a
+# row per card once its model has acted; then each spends one. A worker's commands may
+# reach the server (network on) and take its connections, so an exit for the database can
+# be the card's own doing: without a bound its model would be run again and again for free.
+FORGIVEN_INFRA_EXITS = 3
+INFRA_PREFIX = "infrastructure: "
+# A run that ended before its model was called: nothing of the card's own ran (see
+# _before_model); the two ways it happens, as the run's error says them.
+BEFORE_MODEL = "before its model was called"
+STALLED = (f"the worker's lease ran out {BEFORE_MODEL} (it was stalled connecting to the "
+           "database or starting up)")
+ENDED = f"the worker ended {BEFORE_MODEL}"
 ORPHAN_GRACE_S = 10.0
+LAPSED_GRACE_S = 1.0  # a live worker of ours past its lease: how long its exit may take
 # An orphan stops itself this long after its timeout (worker/watchdog.py); a surviving
 # dispatcher steps in after twice that.
 ORPHAN_TIMEOUT_GRACE_S = 20.0
@@ -65,10 +80,18 @@ def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> str | None:
             said = last_line(worker_log(d.home, c.card_id, c.attempt)).removeprefix(
                 "kanban worker: ")
             actor = d.actor(c.claim_token)
-            if code == EXIT_INFRA and not worker.timed_out:
+            infra_exit = code == EXIT_INFRA and not worker.timed_out
+            if infra_exit and not _charged(conn, c.card_id, c.run_id):
                 infra = said or "the worker could not use the database"
-                transitions.hand_back(conn, c.card_id, f"infrastructure: {infra}",
+                transitions.hand_back(conn, c.card_id, f"{INFRA_PREFIX}{infra}",
                                       now=d.kb.clock(), actor=actor, delay_s=1.0)
+            elif infra_exit:  # its own doing, maybe: a command that takes the server's slots
+                infra = said or "the worker could not use the database"
+                transitions.requeue_or_fail(
+                    conn, c.card_id, Outcome.CRASHED,
+                    f"{INFRA_PREFIX}{infra} (after {FORGIVEN_INFRA_EXITS} such exits in a row "
+                    "handed back for free, this one spends an attempt)", now=d.kb.clock(),
+                    actor=actor)
             else:
                 if worker.timed_out:
                     outcome, error = Outcome.TIMED_OUT, f"timed out after {worker.timeout_s:g}s"
@@ -77,10 +100,42 @@ def settle_exit(d: Dispatcher, worker: LocalWorker, code: int) -> str | None:
                 else:
                     outcome, error = Outcome.CRASHED, f"worker exited with code {code}" + (
                         f": {said}" if said else "")
-                transitions.requeue_or_fail(conn, c.card_id, outcome, error, now=d.kb.clock(),
-                                            actor=actor)
+                if outcome is Outcome.CRASHED and _before_model(conn, c.card_id, c.run_id):
+                    infra = f"{ENDED} ({error})"  # killed at its start: the OOM killer's pick
+                    transitions.hand_back(conn, c.card_id, f"{INFRA_PREFIX}{infra}",
+                                          now=d.kb.clock(), actor=actor, delay_s=1.0)
+                else:
+                    transitions.requeue_or_fail(conn, c.card_id, outcome, error,
+                                                now=d.kb.clock(), actor=actor)
         claims.record_exit(conn, c.run_id, code)
     return infra
+
+
+def _charged(conn: Conn, card_id: int, run_id: int) -> bool:
+    """Whether run `run_id`'s exit for the database spends an attempt: its model acted (its
+    commands may be what took the server), and so did each of the card's last
+    FORGIVEN_INFRA_EXITS runs, all handed back for the database. A run whose worker the
+    database failed before its model made a call (an outage, a server out of connections
+    from the start) counts for nothing either way."""
+    if not _acted(conn, run_id):
+        return False
+    rows = conn.all("SELECT id, outcome, error FROM run WHERE card_id = :id AND id < :run "
+                    "AND finished_at IS NOT NULL ORDER BY id DESC LIMIT 50",
+                    {"id": card_id, "run": run_id})
+    streak = 0
+    for earlier, outcome, error in rows:
+        if outcome != Outcome.HANDED_BACK or not (error or "").startswith(INFRA_PREFIX):
+            return False
+        streak += _acted(conn, earlier)
+        if streak >= FORGIVEN_INFRA_EXITS:
+            return True
+    return False
+
+
+def _acted(conn: Conn, run_id: int) -> bool:
+    """Whether the run's model made a tool call (stored before the tool ran)."""
+    return conn.one("SELECT 1 FROM message WHERE run_id = :run AND role = 'assistant' AND "
+                    "tool_calls IS NOT NULL LIMIT 1", {"run": run_id}) is not None
 
 
 def worker_log(home: Path, card_id: int, attempt: int) -> Path:
@@ -167,7 +222,10 @@ def rescue_leases(d: Dispatcher) -> None:
         expired = lease.lease_expires_at < now
         local = d.workers.by_card(lease.card_id)
         if local is not None:
-            if expired:
+            # A worker cut off from the database steps aside just before its lease lapses
+            # (exit 74: handed back, no attempt spent); its exit may still be on the way.
+            grace = timedelta(seconds=min(LAPSED_GRACE_S, d.lease_s / 2))
+            if lease.lease_expires_at + grace < now:
                 _rescue(d, lease, local.pid, Outcome.LEASE_LOST, "lease expired (no heartbeat)")
             continue  # police() enforces the timeouts of this dispatcher's own workers
         owner = owners.get(lease.dispatcher_id) if lease.dispatcher_id is not None else None
@@ -218,6 +276,9 @@ def _rescue(d: Dispatcher, lease: Lease, pid: int | None, outcome: Outcome, why:
         if outcome is not Outcome.TIMED_OUT and until >= now:
             return  # renewed meanwhile
         actor = d.actor(lease.claim_token)
+        if outcome is Outcome.LEASE_LOST and _before_model(conn, lease.card_id,
+                                                           lease.run_id):
+            outcome, why = Outcome.HANDED_BACK, f"{INFRA_PREFIX}{STALLED}"
         if outcome is Outcome.HANDED_BACK:
             transitions.hand_back(conn, lease.card_id, why, now=now, actor=actor)
         else:
@@ -227,6 +288,30 @@ def _rescue(d: Dispatcher, lease: Lease, pid: int | None, outcome: Outcome, why:
           + (f" (pid {pid} stopped)" if pid is not None else ""), logging.WARNING,
           kind="lease_expired" if outcome is Outcome.LEASE_LOST else "rescued",
           card=lease.card_id, pid=pid, outcome=str(outcome))
+
+
+def _before_model(conn: Conn, card_id: int, run_id: int) -> bool:
+    """Whether a run that crashed or let its lease lapse is forgiven as the host's fault:
+    an agent card's worker that stored no message yet (killed at its start by the OOM
+    killer, stuck reaching a database out of connections, starved of CPU on a busy host)
+    never gave its model a turn, so nothing of the card's own did it. Forgiven
+    FORGIVEN_INFRA_EXITS times in a row, so that a worker that always fails there (a
+    workspace that never gets ready, a bug) still ends its card."""
+    if conn.one("SELECT 1 FROM card WHERE id = :id AND command IS NULL",
+                {"id": card_id}) is None:
+        return False  # a script card stores no messages: they say nothing of the host
+    if conn.one("SELECT 1 FROM message WHERE run_id = :run LIMIT 1",
+                {"run": run_id}) is not None:
+        return False
+    rows = conn.all("SELECT outcome, error FROM run WHERE card_id = :id AND id < :run "
+                    "AND finished_at IS NOT NULL ORDER BY id DESC LIMIT 50",
+                    {"id": card_id, "run": run_id})
+    streak = 0
+    for outcome, error in rows:
+        if outcome != Outcome.HANDED_BACK or not (error or "").startswith(INFRA_PREFIX):
+            break
+        streak += BEFORE_MODEL in (error or "")
+    return streak < FORGIVEN_INFRA_EXITS
 
 
 def adopt_dead_instances(d: Dispatcher) -> list[int]:

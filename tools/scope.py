@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kanban.errors import LeaseLost
 from kanban.service import Kanban
-from kanban.state.errors import TransientDatabaseError
+from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.retry import Backoff, HostFaultPatience, retry_transient
 from kanban.state.store import Conn
 from kanban.trace_links import pass_trace
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from kanban.skills import Skill
 T = TypeVar("T")
 WRITE_RETRY = Backoff(first_s=0.1, cap_s=2.0)
+# A worker cut off from the database leaves this long before its lease would lapse (half a
+# shorter lease): the dispatcher then hands the card back as the host's fault, where a
+# lapsed lease spends one of the card's attempts.
+LAPSE_MARGIN_S = 5.0
 
 
 def _say_retry(exc: TransientDatabaseError, delay: float) -> None:
@@ -51,6 +55,8 @@ class WorkerScope:
     max_depth: int = 1
     max_children_per_card: int = 10
     on_lease_lost: Callable[[str], None] = field(default=lambda message: None)
+    # Cut off from the database as the lease runs out (see step_aside_if_lapsing)
+    on_cut_off: Callable[[str], None] = field(default=lambda message: None)
     # Runs before the card completes and may add to its summary (a worktree's branch).
     on_complete: Callable[[str], str] = field(default=lambda summary: summary)
     finished: str | None = None  # "completed" | "blocked" once a tool ended the card
@@ -78,6 +84,23 @@ class WorkerScope:
         if self.lease_until is not None and self.kb.clock() >= self.lease_until:
             raise LeaseLost(f"lease on #{self.card_id} expired before it was renewed; "
                             "this worker must stop")
+
+    def step_aside_if_lapsing(self, error: BaseException, wait_s: float = 0.0) -> None:
+        """Before waiting `wait_s` for another try while the database is away: with too
+        little of the lease left after that wait, stop now (`on_cut_off`: the worker exits
+        as the host's fault) rather than let the lease lapse, which the dispatcher counts
+        against the card's attempts."""
+        if self.lease_until is None:
+            return
+        try:
+            left = (self.lease_until - self.kb.clock()).total_seconds()
+        except DatabaseError:
+            return  # no clock reading without the server: the lease check stops us later
+        if left - wait_s < min(LAPSE_MARGIN_S, self.lease_s / 2):
+            detail = str(error).strip().splitlines()[0] if str(error).strip() else \
+                type(error).__name__
+            self.on_cut_off("the database stayed unreachable as the lease ran out "
+                            f"({detail})")
 
     @contextmanager
     def fenced(self, *, proven: bool = False) -> Iterator[Conn]:
@@ -112,5 +135,9 @@ class WorkerScope:
             with self.kb.db.write() as conn:
                 return change(conn)
 
+        def say(exc: TransientDatabaseError, delay: float) -> None:
+            self.step_aside_if_lapsing(exc, delay)
+            _say_retry(exc, delay)
+
         return retry_transient(once, backoff=WRITE_RETRY, idempotent=idempotent,
-                               on_retry=HostFaultPatience(then=_say_retry))
+                               on_retry=HostFaultPatience(then=say))

@@ -17,6 +17,7 @@ from kanban.agent import standby
 from kanban.agent.interrupt import Interrupt
 from kanban.batch_writes import ActivityWrite, Renewal
 from kanban.errors import LeaseLost
+from kanban.state.errors import TransientDatabaseError
 from kanban.state.pg_fleet import mark_urgent
 from kanban.state.retry import Backoff
 from kanban.tools.scope import WorkerScope
@@ -78,8 +79,10 @@ class HeartbeatThread:
                 if self._lost(exc.message):
                     return
             except Exception as exc:  # noqa: BLE001 - whatever it was, try again soon
-                print(f"heartbeat failed: {exc}", file=sys.stderr, flush=True)
                 wait = min(self.check_s, RETRY.delay(failures))
+                if isinstance(exc, TransientDatabaseError):
+                    self.scope.step_aside_if_lapsing(exc, wait)
+                print(f"heartbeat failed: {exc}", file=sys.stderr, flush=True)
                 failures += 1
                 continue
             wait, failures = self.check_s, 0

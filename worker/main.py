@@ -134,12 +134,19 @@ def _lease_lost(message: str) -> None:
     os._exit(EXIT_LEASE_LOST)
 
 
+def _cut_off(message: str) -> None:
+    """The dispatcher reads this line as the reason it hands the card back (exit 74)."""
+    print(f"kanban worker: {message}", file=sys.stderr, flush=True)
+    os._exit(EXIT_INFRA)
+
+
 def _scope(kb: Kanban, wenv: WorkerEnv, config: Config | None) -> WorkerScope:
     limits = (config or Config()).limits
     return WorkerScope(kb, wenv.board, wenv.card_id, wenv.claim_token, wenv.run_id,
                        lease_s=wenv.lease_s, max_depth=limits.max_depth,
                        max_children_per_card=limits.max_children_per_card,
-                       on_lease_lost=_lease_lost, lease_until=wenv.lease_until)
+                       on_lease_lost=_lease_lost, on_cut_off=_cut_off,
+                       lease_until=wenv.lease_until)
 
 
 def run_card(kb: Kanban, wenv: WorkerEnv, config: Config, env: Mapping[str, str], *,

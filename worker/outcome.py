@@ -42,6 +42,7 @@ def retrying(scope: WorkerScope, fn: Callable[[], T]) -> T:
             raise
 
     def say(exc: TransientDatabaseError, delay: float) -> None:
+        scope.step_aside_if_lapsing(exc, delay)
         print(f"kanban worker: database unavailable ({exc}); retrying in {delay:.1f}s",
               file=sys.stderr, flush=True)
 

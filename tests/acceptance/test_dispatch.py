@@ -218,6 +218,11 @@ def test_lease_expiry_kills_a_frozen_worker_before_requeue(board: BoardFiles,
     d = start_dispatcher(board.path, "--max-workers", "1", log=tmp_path / "d.log")
     try:
         pid = wait_until(lambda: _a_live_worker(board.path), timeout=60, what="a worker")
+        # at work: its model was called (a worker frozen before that is the host's fault,
+        # handed back with no attempt spent: tests/security/test_free_retries.py)
+        wait_until(lambda: query(board.path, "SELECT count(*) FROM message m JOIN run r ON "
+                                             "r.id = m.run_id WHERE r.card_id = ?", card)
+                   != [(0,)], timeout=60, what="the worker's first message")
         # alive but silent: no heartbeats. The group, or the process itself when the test
         # looks in the instant between its fork and its setsid (as the dispatcher does).
         assert signal_group(pid, signal.SIGSTOP)

@@ -28,7 +28,7 @@ from tests.support.db import open_postgres
 from tests.support.llm_server import LLMServer, Reply, tool_reply
 from tests.support.pg import pg_counts, pg_query
 from tests.support.pgbouncer import PgBouncer, pgbouncer
-from tests.support.procs import start_dispatcher, stop, wait_until
+from tests.support.procs import start_dispatcher, stop, wait_for_count
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 DISPATCHERS = 4
@@ -100,16 +100,21 @@ def test_four_dispatchers_of_64_workers_through_pgbouncer(
         procs = [start_dispatcher(url, "--max-workers", str(WORKERS),  # type: ignore[arg-type]
                                   env=env, log=tmp_path / f"d{n}.log")
                  for n in range(DISPATCHERS)]
+
+        def explain() -> str:
+            return f"{pg_counts(pg_url)}\n{_logs(tmp_path)[-5000:]}"
+
         try:
-            llm.wait_for_requests(CARDS, timeout=300)  # every worker waits on the model
+            wait_for_count(lambda: len(llm.requests), CARDS, stall_s=180,  # all on the model
+                           what="workers waiting on the model", explain=explain)
             hanging = _server_connections(pg_url)
             assert hanging <= 20 + DISPATCHERS, hanging  # the pool, and one LISTEN each
             model.answer.set()
-            wait_until(lambda: _done(pg_url) >= CARDS // 4, timeout=300,
-                       what="a quarter of the cards done", interval=0.5)
+            wait_for_count(lambda: _done(pg_url), CARDS // 4, stall_s=180,
+                           what="a quarter of the cards done", explain=explain)
             fleet_bouncer.restart(3.0)
-            wait_until(lambda: _done(pg_url) == CARDS, timeout=300, what="every card done",
-                       interval=0.5)
+            wait_for_count(lambda: _done(pg_url), CARDS, stall_s=180, what="every card done",
+                           explain=explain)
             assert [p.poll() for p in procs] == [None] * DISPATCHERS
         finally:
             model.closing.set()

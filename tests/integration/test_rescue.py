@@ -73,8 +73,10 @@ def _orphaned_card(kb: Kanban, owner: Instance, *, pid: int | None, start: int |
         owner_id = _register(conn, kb, owner, beat_ago_s=0 if owner_alive else 3600)
     claim = kb.claim(1, lease_s=LEASE_S, dispatcher_id=owner_id, host=owner.host)[0]
     assert claim.card_id == card.id
-    if pid is not None:
-        with kb.db.write() as conn:
+    with kb.db.write() as conn:  # its model had a turn: a lapse is the worker's own
+        claims.append_message(conn, claim.run_id, 1, {"role": "user", "content": "go"},
+                              now=kb.clock())
+        if pid is not None:
             claims.set_run_process(conn, claim.run_id, pid=pid, host=owner.host,
                                    proc_start=start)
     return card.id

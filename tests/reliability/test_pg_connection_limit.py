@@ -5,7 +5,10 @@ runs once connections are to be had again."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kanban.cards import NewCard
+from kanban.dispatcher.rescue import STALLED
 from kanban.service import Kanban
 from tests.support.db import PG_HOST, PG_PORT, open_postgres
 from tests.support.llm_server import LLMServer, tool_reply
@@ -41,8 +45,12 @@ def role_url(pg_url: str) -> Iterator[tuple[str, str]]:
         pg_query(pg_url, f'DROP ROLE IF EXISTS "{role}"')
 
 
+@pytest.mark.parametrize("stalled", [False, True], ids=["prompt", "stalled"])
 def test_a_server_out_of_connections_spends_no_attempt(
-        pg_url: str, role_url: tuple[str, str], tmp_path: Path) -> None:
+        pg_url: str, role_url: tuple[str, str], tmp_path: Path, stalled: bool) -> None:
+    """`stalled`: the first worker is also starved of CPU (stopped) until its lease lapses
+    and the dispatcher kills it, as on a busy host (CI): it never called its model, so that
+    too spends nothing."""
     url, role = role_url
     db = open_postgres(url)
     config = tmp_path / "kanban.toml"
@@ -68,16 +76,28 @@ def test_a_server_out_of_connections_spends_no_attempt(
             assert connections() >= 1
             card = Kanban(open_postgres(pg_url)).add_card(NewCard(title="t", goal="g",
                                                                   max_attempts=1))
+            if stalled:
+                found = wait_until(lambda: re.search(r"worker pid (\d+)", log.read_text()),
+                                   timeout=60, what="a worker")
+                worker = int(found.group(1))
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker, signal.SIGSTOP)
+                wait_until(lambda: "lease expired" in log.read_text() or STALLED
+                           in log.read_text(), timeout=60, what="the stalled worker's lease out",
+                           explain=lambda: _story(pg_url, card.id, log))
+                assert pg_query(pg_url, "SELECT status FROM card WHERE id = %s",
+                                (card.id,)) != [("failed",)], _story(pg_url, card.id, log)
             try:
                 wait_until(lambda: "circuit breaker open" in log.read_text(), timeout=120,
                            what="the breaker open")
             except AssertionError:
-                raise AssertionError(f"no breaker open in:\n{log.read_text()[-4000:]}") from None
+                raise AssertionError(f"no breaker open in:\n{_story(pg_url, card.id, log)}"
+                                     ) from None
             assert proc.poll() is None
             pg_query(pg_url, f'ALTER ROLE "{role}" CONNECTION LIMIT -1')
             wait_until(lambda: pg_query(pg_url, "SELECT status FROM card WHERE id = %s",
                                         (card.id,)) == [("done",)], timeout=120,
-                       what="the card done")
+                       what="the card done", explain=lambda: _story(pg_url, card.id, log))
         finally:
             code = stop(proc, timeout=60)
     text = log.read_text()
@@ -89,3 +109,18 @@ def test_a_server_out_of_connections_spends_no_attempt(
                                                "ORDER BY id", (card.id,))]
     assert outcomes[-1] == "completed" and len(outcomes) >= 2, outcomes
     assert set(outcomes[:-1]) == {"handed_back"}, outcomes
+    errors = [e for (e,) in pg_query(pg_url, "SELECT error FROM run WHERE card_id = %s",
+                                     (card.id,))]
+    assert any(STALLED in (e or "") for e in errors) == stalled, errors
+
+
+def _story(pg_url: str, card_id: int, log: Path) -> str:
+    """The card's status and runs, each run's messages, and the dispatcher log's tail."""
+    lines = [str(pg_query(pg_url, "SELECT status, attempt FROM card WHERE id = %s",
+                          (card_id,)))]
+    for run in pg_query(pg_url, "SELECT id, outcome, error, exit_code FROM run "
+                                "WHERE card_id = %s ORDER BY id", (card_id,)):
+        messages = pg_query(pg_url, "SELECT role, tool_calls IS NOT NULL FROM message "
+                                    "WHERE run_id = %s ORDER BY seq", (run[0],))
+        lines.append(f"{run} {messages}")
+    return "\n".join(lines) + "\n" + log.read_text()[-6000:]

@@ -48,15 +48,34 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> int:
 
 
 def wait_until(predicate: Callable[[], T], *, timeout: float, what: str,
-               interval: float = 0.05) -> T:
-    """Poll an observable state until it holds (never a fixed sleep)."""
+               interval: float = 0.05, explain: Callable[[], str] = lambda: "") -> T:
+    """Poll an observable state until it holds (never a fixed sleep); `explain` adds what to
+    look at (a log's tail, the board's states) to a failure."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{explain()}")
+        time.sleep(interval)
+
+
+def wait_for_count(count: Callable[[], int], target: int, *, stall_s: float, what: str,
+                   interval: float = 0.5, explain: Callable[[], str] = lambda: "") -> None:
+    """Poll a growing count until it reaches `target`; fail only when it stops growing for
+    `stall_s`. A fleet on a loaded machine may be slow, and that is not a fault; a count that
+    stands still is. `explain` adds what to look at (logs, states) to the failure."""
+    best, since = -1, time.monotonic()
+    while True:
+        value = count()
+        if value >= target:
+            return
+        if value > best:
+            best, since = value, time.monotonic()
+        elif time.monotonic() - since > stall_s:
+            raise AssertionError(f"{what}: stuck at {value} of {target} for {stall_s:g}s\n"
+                                 f"{explain()}")
         time.sleep(interval)
 
 
