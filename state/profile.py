@@ -89,6 +89,23 @@ class Profile:
                                        "the card blocks. The sandbox's private /tmp holds at "
                                        "most as much.",
                                        range=Range(1 << 20, 1 << 50))
+    max_workspace_files: int = setting(500_000, "How many files and folders a card's workspace "
+                                       "(with its own HOME in a sandbox) may hold, and apart "
+                                       "from it the sandbox's /tmp and /dev/shm; past it the "
+                                       "command stops and the card blocks (an empty file takes "
+                                       "no disk, but an inode or kernel memory).",
+                                       range=Range(100, 1 << 32))
+    max_processes: int = setting(4096, "How many processes a card's sandbox may run at once; "
+                                 "past it the command stops, every process of the sandbox "
+                                 "with it, and the card blocks (a fork bomb: root's process "
+                                 "limit does not hold).", range=Range(16, 1 << 22))
+    max_memory_bytes: int = setting(8 << 30, "How much memory (no file's: heap, "
+                                    "shared memory they made) a card's sandbox's "
+                                    "processes may hold together; past it the command stops, "
+                                    "every process of the sandbox with it, and the card "
+                                    "blocks. Counted while the command runs (a burst between "
+                                    "two looks is the OOM killer's, which takes a sandboxed "
+                                    "command first).", range=Range(64 << 20, 1 << 50))
     command_timeout_s: float = setting(120.0, "The terminal's default seconds per command, "
                                        "always within the card's time.")
     network: bool | tuple[str, ...] = setting(True, "false: commands and MCP servers get no "

@@ -112,9 +112,11 @@ def in_system(path: Path) -> bool:
     return any(path == p or p in path.parents for p in shown)
 
 
+@functools.cache
 def own_interpreter() -> tuple[Path, ...]:
     """What this Python needs to start in a sandbox: its venv, its base installation and
-    the folder its executable resolves into (tests and MCP servers run `sys.executable`)."""
+    the folder its executable resolves into (tests and MCP servers run `sys.executable`).
+    Computed once per process (a forkserver's workers inherit it), as the system view is."""
     places = [Path(sys.prefix), Path(sys.base_prefix),
               Path(os.path.realpath(sys.executable)).parent]
     return _outside_system(places)

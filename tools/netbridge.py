@@ -19,16 +19,19 @@ from pathlib import Path
 from kanban.tools.netproxy import NetProxy
 from kanban.tools.runner import CommandResult, CommandSpec, Runner
 from kanban.tools.sandbox import BwrapRunner
+from kanban.tools.seccomp import program
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
                    "all_proxy")
 # Self-contained: it runs under `python -I -S` inside the sandbox and imports nothing of
 # ours, and only built-in modules (`socket`, `signal`, `threading` would import enum and
 # more: tens of milliseconds per command). argv: socket path, "1" to tie the command's life
-# to the bridge's (outside bwrap, whose PID namespace does that already), the command.
+# to the bridge's (outside bwrap, whose PID namespace does that already), the seccomp filter
+# to load on the command (hex, or empty; in bwrap, which does not load it on the bridge:
+# the bridge makes a Unix socket per connection), the command.
 BRIDGE = r"""
 import os, sys, _signal, _socket, _thread
-path, tie, argv = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+path, tie, seccomp, argv = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4:]
 listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
 listener.bind(("127.0.0.1", 0))
 listener.listen(64)
@@ -48,6 +51,21 @@ if pid == 0:
             pass
         if os.getppid() != bridge:  # it died before the line above
             os._exit(137)
+    if seccomp:  # as bwrap would have: no_new_privs, then the filter; else no command
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            code = bytes.fromhex(seccomp)
+            program = ctypes.create_string_buffer(code, len(code))
+            class Fprog(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+            fprog = Fprog(len(code) // 8, ctypes.addressof(program))
+            if libc.prctl(38, 1, 0, 0, 0) != 0 or \
+                    libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl")
+        except (ImportError, OSError, AttributeError) as exc:
+            sys.stderr.write("the sandbox's seccomp filter did not load: %s\n" % exc)
+            os._exit(126)
     # os.execvp's PATH search imports warnings (milliseconds): search PATH here instead
     folders = [""] if "/" in argv[0] else os.environ.get("PATH", os.defpath).split(":")
     error = None
@@ -111,12 +129,13 @@ os._exit(code if code >= 0 else 128 - code)
 
 
 def bridge_argv(socket_path: Path, argv: Sequence[str], *, tie: bool = True,
-                python: str | None = None) -> list[str]:
+                python: str | None = None, seccomp: bytes | None = None) -> list[str]:
     """`argv` started under the bridge to the proxy listening on `socket_path` (`tie`:
-    the command gets SIGKILL if the bridge dies). The interpreter is the worker's own,
-    resolved past any venv: `sys.base_prefix` must be readable in the sandbox."""
+    the command gets SIGKILL if the bridge dies; `seccomp`: a filter the bridge loads on
+    the command). The interpreter is the worker's own, resolved past any venv:
+    `sys.base_prefix` must be readable in the sandbox."""
     return [python or os.path.realpath(sys.executable), "-I", "-S", "-c", BRIDGE,
-            str(socket_path), "1" if tie else "0", *argv]
+            str(socket_path), "1" if tie else "0", seccomp.hex() if seccomp else "", *argv]
 
 
 class ProxiedRunner:
@@ -137,8 +156,11 @@ class ProxiedRunner:
         return self.inner.run(replace(spec, argv=tuple(self._bridged(spec.argv))))
 
     def _bridged(self, argv: Sequence[str]) -> list[str]:
-        # In bwrap's PID namespace the command dies with the bridge anyway.
-        return bridge_argv(self.proxy.socket_path, argv, tie=self.inner.name != "bwrap")
+        # In bwrap's PID namespace the command dies with the bridge anyway; there the
+        # command gets the sandbox's seccomp filter from the bridge (SandboxPolicy).
+        boxed = self.inner.name == "bwrap"
+        return bridge_argv(self.proxy.socket_path, argv, tie=not boxed,
+                           seccomp=program() if boxed else None)
 
     def cancel_all(self) -> None:
         self.inner.cancel_all()

@@ -24,11 +24,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Protocol
 
-from kanban.tools.procctl import die_with_parent, is_subreaper, kill_adopted, start_time
+from kanban.tools.procctl import (
+    descendants,
+    die_with_parent,
+    is_subreaper,
+    kill_adopted,
+    start_time,
+)
 
 KILL_GRACE_S = 2.0
 CHECK_AFTER_S = 0.1  # a command's `check` is first polled once it has run this long
@@ -37,14 +43,24 @@ CHECK_SHARE = 0.1  # at most this share of the time goes to checking
 CHECK_MAX_EVERY_S = 10.0
 
 
+MAX_PROCESSES = 4096
+
+
 @dataclass(frozen=True)
 class Rlimits:
     """Per-command resource limits (None: inherit)."""
 
     cpu_s: int | None = 300
     file_size_bytes: int | None = 1 << 30
-    processes: int | None = 4096  # per user, not per command: a backstop against fork bombs
+    # Per user, not per command: a backstop against fork bombs (not for root: the sandbox
+    # counts its processes, kanban.tools.sandbox_watch).
+    processes: int | None = MAX_PROCESSES
     address_space_bytes: int | None = None
+    # No core dumps: where the host pipes them to a handler (systemd-coredump, apport) the
+    # kernel starts it as root with the crashed process's memory and names, a reach outside
+    # the sandbox for whatever a command makes crash. 1, not 0: the kernel's sign to skip
+    # a pipe handler (0 only stops dumps to files), and below any dump's size.
+    core_bytes: int | None = 1
 
 
 @dataclass(frozen=True)
@@ -105,11 +121,49 @@ def limit_argv(argv: Sequence[str], limits: Rlimits, timeout_s: float) -> list[s
         wrapped = ["timeout", "--kill-after", f"{KILL_GRACE_S:g}s",
                    f"{max(0.1, timeout_s) + KILL_GRACE_S:.1f}s", *wrapped]
     pairs = (("--cpu", limits.cpu_s), ("--fsize", limits.file_size_bytes),
-             ("--nproc", limits.processes), ("--as", limits.address_space_bytes))
+             ("--nproc", limits.processes), ("--as", limits.address_space_bytes),
+             ("--core", limits.core_bytes))
     flags = [f"{flag}={value}" for flag, value in pairs if value is not None]
     if flags and shutil.which("prlimit"):
         wrapped = ["prlimit", *flags, "--", *wrapped]
     return wrapped
+
+
+TOO_MANY_PROCESSES = "the command runs more than"
+
+
+class CountedRunner:
+    """A plain runner whose commands are stopped past `most` processes: RLIMIT_NPROC counts
+    all of a user's processes, and none of root's (a fork bomb would take every pid of the
+    host). Counted
+    while a command runs, from this process down through what it started since the
+    command began (a subreaper adopts what escapes the command's group)."""
+
+    def __init__(self, inner: PlainRunner, most: int) -> None:
+        self.inner = inner
+        self.most = most
+        self.name = inner.name
+
+    def run(self, spec: CommandSpec) -> CommandResult:
+        check = spec.check
+
+        def counted() -> str | None:
+            pid = self.inner.running()
+            since = start_time(pid) if pid is not None else None
+            if since is not None:
+                running = descendants(os.getpid(), since)
+                if running > self.most:
+                    return (f"{TOO_MANY_PROCESSES} {self.most:,} processes ({running:,} "
+                            "counted: a fork bomb?)")
+            return check() if check is not None else None
+
+        return self.inner.run(replace(spec, check=counted))
+
+    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
+        return self.inner.wrap(argv, cwd)
+
+    def cancel_all(self) -> None:
+        self.inner.cancel_all()
 
 
 class PlainRunner:
@@ -132,6 +186,11 @@ class PlainRunner:
         with self._lock:
             self._on_cancel.append(hook)
 
+    def running(self) -> int | None:
+        """The pid of the command running now (commands run one at a time), if any."""
+        with self._lock:
+            return next(iter(self._live), None)
+
     def argv(self, spec: CommandSpec) -> list[str]:
         """What is executed: `spec.argv` within its limits and deadline."""
         return limit_argv(spec.argv, spec.rlimits, spec.timeout_s)
@@ -144,6 +203,8 @@ class PlainRunner:
         spec.output_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         adopter = is_subreaper()
         with open(spec.output_path, "wb") as out:
+            if self.cancelled:  # never start one: a quick command would run to its end
+                return CommandResult(None, spec.output_path, 0, 0.0, cancelled=True)
             try:
                 proc = self._start(spec, out)
             except OSError as exc:

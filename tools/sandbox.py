@@ -4,8 +4,10 @@ Each command gets its own PID, IPC, UTS and mount namespaces and a minimal view 
 host: the system read-only (`/usr`, `/bin`, `/lib*`, `/opt`, `/etc` without its secrets), a
 fresh `/proc` and `/dev`, a private `/tmp`, its own HOME, the workspace read-write, and
 exactly the extra paths the policy lists. Homes, `/root`, `/run` (host sockets), `/var` and
-the board's folder are not there. The network is on or off (off: no TCP, no abstract or
-filesystem Unix sockets of the host). Like `PlainRunner`, this knows nothing of agents or
+the board's folder are not there. The network is on or off (off: no TCP, no abstract
+Unix sockets of the host). Either way no command may make a Unix socket (a seccomp filter,
+`kanban.tools.seccomp`): one in a granted folder, or an abstract one of the host's, would
+answer it whatever the mounts say. Like `PlainRunner`, this knows nothing of agents or
 cards.
 """
 
@@ -22,8 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kanban.tools.hostview import SystemView, own_interpreter, system_view
-from kanban.tools.runner import CommandResult, CommandSpec, PlainRunner
+from kanban.tools.runner import MAX_PROCESSES, CommandResult, CommandSpec, PlainRunner
 from kanban.tools.sandbox_session import SandboxSession
+from kanban.tools.sandbox_watch import watched
+from kanban.tools.seccomp import program_file
 
 PROBE_TIMEOUT_S = 10.0
 SANDBOX_MODES = ("auto", "required", "off")
@@ -33,6 +37,17 @@ SHM_BYTES = 64 << 20  # the sandbox's /dev/shm (semaphores, shared memory), as D
 # files, then writable binds (a hidden folder may hold the workspace, or sit inside it),
 # then the read-only overlays that protect parts of writable folders (read-only wins).
 _RANK = {"--ro-bind": 0, "--tmpfs": 1, "--hide": 1, "--bind": 2, "--ro-over": 3}
+# The wrapped command is a shell that execs bwrap (same pid, a millisecond): it makes the
+# sandbox the first thing the kernel's OOM killer takes (a command that eats the host's
+# memory dies before the dispatcher, its workers or the database do), sets RLIMIT_CORE to
+# 1 for what the sandbox runs, MCP servers and git included (kanban.tools.runner.Rlimits:
+# no core for a host's dump handler), and opens the seccomp filter's file on the
+# descriptor bwrap reads it from.
+SECCOMP_FD = 9
+OOM_SCORE_ADJ = 1000
+_LAUNCH = (f"echo {OOM_SCORE_ADJ} > /proc/self/oom_score_adj 2>/dev/null; "
+           "prlimit --pid $$ --core=1:1 2>/dev/null; "
+           f'[ -z "$0" ] || exec {SECCOMP_FD}<"$0" || exit 126; exec "$@"')
 
 
 @dataclass(frozen=True)
@@ -55,11 +70,25 @@ class SandboxPolicy:
     # The private /tmp is memory: at most this many bytes of it (None: tmpfs's default, half
     # the RAM), where this bwrap can say so.
     tmp_bytes: int | None = None
+    # ... and at most this many files and folders in it and /dev/shm together, counted while
+    # a watched command runs (kanban.tools.sandbox_watch: no mount option bwrap takes says so).
+    tmp_files: int | None = None
+    # ... and at most this many processes at once (counted as tmp_files is), holding at
+    # most this many bytes of private memory together (None: not counted).
+    most_processes: int = MAX_PROCESSES
+    most_memory: int | None = None
     system: SystemView = field(default_factory=system_view, repr=False)
+
+    @property
+    def filter_file(self) -> Path | None:
+        """The seccomp filter bwrap loads (None: none here). A card with a network list
+        has its bridge load it on the command instead: the bridge itself reaches the proxy
+        through a Unix socket (kanban.tools.netbridge)."""
+        return program_file() if self.proxy_socket is None else None
 
     def wrap(self, argv: Sequence[str], cwd: Path, bwrap: str = "bwrap") -> list[str]:
         """`argv` as run inside the sandbox, starting in `cwd`."""
-        args = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid",
+        args = [trusted_program(bwrap), "--die-with-parent", "--new-session", "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network or self.proxy_socket is not None:
             args.append("--unshare-net")
@@ -84,7 +113,11 @@ class SandboxPolicy:
             args += ["--remount-ro", str(path)]
         if self.home is not None:
             args += ["--setenv", "HOME", str(self.home)]
-        return [*args, "--chdir", str(cwd), "--", *argv]
+        seccomp = self.filter_file
+        if seccomp is not None:
+            args += ["--seccomp", str(SECCOMP_FD)]
+        return ["/bin/sh", "-c", _LAUNCH, str(seccomp or ""), *args, "--chdir", str(cwd),
+                "--", *argv]
 
     def _mounts(self) -> list[tuple[Path, str]]:
         """Every mount over the system view, parents before children."""
@@ -98,6 +131,17 @@ class SandboxPolicy:
                   *((p, "--bind") for p in writable),
                   *((p, "--ro-over") for p in self.readonly)]
         return sorted(mounts, key=lambda m: (len(m[0].parts), _RANK[m[1]]))
+
+
+def trusted_program(name: str) -> str:
+    """`name` found on the absolute folders of this process's PATH (itself if none has it):
+    the wrapped command starts in the workspace, and a relative entry of PATH there (".",
+    an empty one) would find a `bwrap` the model wrote, to run its command unconfined."""
+    if os.sep in name:
+        return name
+    path = os.pathsep.join(p for p in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                           if os.path.isabs(p))
+    return shutil.which(name, path=path) or name
 
 
 @functools.cache
@@ -150,12 +194,18 @@ class BwrapRunner:
             env = dict(spec.env)
             if self.policy.home is not None:  # as bwrap's --setenv does per command
                 env["HOME"] = str(self.policy.home)
-            result = session.run(spec, self.inner.argv(spec), env, lambda: self.inner.cancelled)
+            result = session.run(watched(spec, self.policy.tmp_files, session.bwrap_pid,
+                                         most_processes=self.policy.most_processes,
+                                         most_memory=self.policy.most_memory),
+                                 self.inner.argv(spec), env, lambda: self.inner.cancelled)
             if session.dead:
                 self._fall_back("the card's sandbox ended")
             if result is not None:
                 return result
-        return self.inner.run(replace(spec, argv=tuple(self.wrap(spec.argv, spec.cwd))))
+        own = replace(spec, argv=tuple(self.wrap(spec.argv, spec.cwd)))
+        return self.inner.run(watched(own, self.policy.tmp_files, self.inner.running,
+                                      most_processes=self.policy.most_processes,
+                                      most_memory=self.policy.most_memory))
 
     def _live_session(self) -> SandboxSession | None:
         with self._lock:
@@ -165,7 +215,7 @@ class BwrapRunner:
                 self._session = SandboxSession(lambda argv: self.wrap(argv, Path("/")))
                 if not self._session.start():
                     self._use_session = False
-                    self._say("the card's sandbox did not start")
+                    self._say(f"the card's sandbox did not start ({self._session.why})")
                     return None
             return self._session
 

@@ -20,10 +20,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from kanban.tools.runner import KILL_GRACE_S, CommandResult, CommandSpec, watch
 from kanban.tools.sandbox_server import SERVER
@@ -64,6 +66,8 @@ class SandboxSession:
         self._running: _Pending | None = None
         self._done = threading.Event()
         self.dead = False
+        self.why = ""  # why start() failed, one line, for the worker's log
+        self._stderr: IO[bytes] | None = None  # bwrap's and the server's own complaints
 
     def start(self) -> bool:
         """Start the sandbox and wait for its server; False (and dead) when it does not."""
@@ -82,12 +86,36 @@ class SandboxSession:
         ours.settimeout(START_TIMEOUT_S)
         try:
             hello = ours.recv(64)
-        except OSError:
-            hello = b""
+        except TimeoutError:
+            hello, self.why = b"", f"its server did not answer within {START_TIMEOUT_S:.0f} s"
+        except OSError as exc:
+            hello, self.why = b"", exc.strerror or str(exc)
         if hello != b"ready":
             self.close()
+            self.why = self._complaint() or self.why or "its server ended before it answered"
             return False
+        self._forget_stderr()  # started: what it says from now on is not read
         return True
+
+    def _forget_stderr(self) -> None:
+        err, self._stderr = self._stderr, None
+        if err is not None:
+            err.close()
+
+    def _complaint(self) -> str:
+        """The last line bwrap or the server wrote before the sandbox failed to start, made
+        safe to print (a shell's control characters escaped, at most 200 characters)."""
+        err, proc = self._stderr, self._proc
+        if err is None or proc is None:
+            return ""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(1.0)  # its last words are written before it exits
+        lines: list[str] = []
+        with contextlib.suppress(OSError):
+            err.seek(0)
+            lines = err.read(4096).decode(errors="replace").strip().splitlines()
+        self._forget_stderr()
+        return lines[-1].encode("unicode_escape").decode()[:200] if lines else ""
 
     def _keep(self, theirs: socket.socket, ready: threading.Event) -> None:
         """Start bwrap from this thread and outlive it: bwrap's death signal fires when the
@@ -95,11 +123,14 @@ class SandboxSession:
         fd = theirs.fileno()
         python = os.path.realpath(sys.executable)
         try:
+            self._stderr = tempfile.TemporaryFile()  # unlinked: gone when it is closed
             self._proc = subprocess.Popen(
                 self._wrap([python, "-I", "-S", "-c", SERVER, str(fd)]), pass_fds=(fd,),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, env={}, process_group=0)
-        except OSError:
+                stderr=self._stderr, env={}, process_group=0)
+        except OSError as exc:
+            self.why = f"bwrap cannot start ({exc.strerror or exc})"
+            self._forget_stderr()
             ready.set()
             return
         ready.set()
@@ -108,6 +139,11 @@ class SandboxSession:
         with self._send:  # nothing more is sent; a reader still waiting gets an error
             if self._sock is not None:
                 self._sock.close()
+
+    def bwrap_pid(self) -> int | None:
+        """The pid of the bwrap that holds the sandbox (None before it started)."""
+        proc = self._proc
+        return proc.pid if proc is not None and not self.dead else None
 
     def run(self, spec: CommandSpec, argv: Sequence[str], env: Mapping[str, str],
             cancelled: Callable[[], bool]) -> CommandResult | None:

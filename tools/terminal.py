@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from kanban.agent.types import ToolResult
-from kanban.tools import budget
+from kanban.tools import budget, sandbox_watch
 from kanban.tools.approval import gate
 from kanban.tools.registry import ToolRegistry
 from kanban.tools.runner import CommandResult, CommandSpec, Rlimits, head_tail
@@ -39,7 +39,8 @@ def terminal(args: dict[str, Any], bench: Workbench) -> ToolResult:
     if past is None:
         return described
     what = "the command was stopped" if result.stopped else "the command ended past the budget"
-    blocked = budget.exceeded(bench, past, what)
+    advice = sandbox_watch.advice(result.stopped) or budget.SPACE_ADVICE
+    blocked = budget.exceeded(bench, past, what, advice=advice)
     return ToolResult(f"{blocked.content}\n{described.content}", is_error=True,
                       ends_run=blocked.ends_run)
 

@@ -20,7 +20,7 @@ from kanban.tools.hostview import own_interpreter, program_places
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.netproxy import NetProxy
 from kanban.tools.procctl import become_subreaper, libc, seal_environment, undumpable
-from kanban.tools.runner import PlainRunner, Runner, setpriv_pdeathsig
+from kanban.tools.runner import CountedRunner, PlainRunner, Runner, setpriv_pdeathsig
 from kanban.tools.sandbox import (
     BwrapRunner,
     SandboxCheck,
@@ -40,6 +40,7 @@ def probe_host() -> None:
     """Probe bwrap now (in a forkserver, before any fork) for every later worker."""
     global _host_check
     _host_check = (os.environ.get("PATH", ""), check_sandbox())
+    own_interpreter()  # and the system view it is measured against
     libc()
     setpriv_pdeathsig()
 
@@ -74,13 +75,14 @@ def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace
         proxy = NetProxy(HostList(network, profile.network_hosts), web or WebSettings())
     if profile.sandbox == "off" or not isinstance(base, PlainRunner):
         why = "sandbox = \"off\"" if profile.sandbox == "off" else "a custom runner"
-        return _unsandboxed(base, proxy, f"commands run unsandboxed ({why})")
+        return _unsandboxed(_counted(base, profile), proxy,
+                            f"commands run unsandboxed ({why})")
     check = host_check()
     if not check.available:
         if profile.sandbox == "required":
             raise ConfigError(f"profile {profile.name!r} has sandbox = \"required\" but "
                               f"{check.reason.split(';')[0]}")
-        return _unsandboxed(base, proxy, f"no sandbox: {check.reason}")
+        return _unsandboxed(_counted(base, profile), proxy, f"no sandbox: {check.reason}")
     policy = card_policy(profile, network=network, workspace=workspace, home=home,
                          checkout=checkout, card_home=card_home, servers=servers,
                          proxy=proxy)
@@ -91,6 +93,15 @@ def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace
                             readonly)
     return RunnerChoice(ProxiedRunner(runner, proxy), "sandbox: bwrap, network only to "
                         f"{_listed(network)} through the worker's proxy", readonly)
+
+
+def _counted(base: Runner, profile: Profile) -> Runner:
+    """Plain commands with their processes counted against the profile's max_processes
+    (RLIMIT_NPROC is per user, and does not hold for root); in a sandbox the sandbox
+    counts them (kanban.tools.sandbox_watch)."""
+    if isinstance(base, PlainRunner):
+        return CountedRunner(base, profile.max_processes)
+    return base
 
 
 def _unsandboxed(base: Runner, proxy: NetProxy | None, note: str) -> RunnerChoice:
@@ -130,7 +141,10 @@ def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Pa
                          network=network is True, home=card_home,
                          readable=tuple(dict.fromkeys(readable)), readonly=wall.readonly,
                          proxy_socket=proxy.socket_path if proxy else None,
-                         tmp_bytes=profile.max_workspace_bytes)
+                         tmp_bytes=profile.max_workspace_bytes,
+                         tmp_files=profile.max_workspace_files,
+                         most_processes=profile.max_processes,
+                         most_memory=profile.max_memory_bytes)
 
 
 def _existing(paths: Sequence[str]) -> list[Path]:

@@ -83,8 +83,14 @@ class Attack:
         """Dispatch once with the model replaying `calls` on `card` (already on the board)."""
         seen: list[str] = []
         with LLMServer(responder=replayer(calls, seen)) as server:
-            kanban(self.board.path, "dispatch", "--once", env=self.canaries.env(server, env),
-                   check=False)
+            dispatched = kanban(self.board.path, "dispatch", "--once",
+                                env=self.canaries.env(server, env), check=False)
+        if len(seen) < len(calls):  # shown with the test's failure, if it is one
+            logs = sorted((self.board.home / "logs").glob(f"{card}-*.log"))
+            print(f"card #{card}: {len(seen)} of {len(calls)} calls answered; {self.card(card)}"
+                  f"\ndispatch exit {dispatched.returncode}:\n{dispatched.stdout[-3000:]}"
+                  f"{dispatched.stderr[-3000:]}", *(f"{log}:\n{log.read_text()[-3000:]}"
+                                                  for log in logs), sep="\n")
         return seen
 
     def card(self, card: int) -> tuple[str, str | None]:

@@ -71,6 +71,22 @@ def unix_server(path: Path) -> Iterator[Path]:
         server.close()
 
 
+def probe_abstract(attack: Attack, *, network: bool) -> tuple[int, str]:
+    """A card's command connecting to an abstract Unix socket the host listens on (no file:
+    only a network namespace, or no Unix sockets at all, keeps it out); its card and what
+    it printed."""
+    name = f"kanban-test-{uuid.uuid4().hex}"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("\0" + name)
+    server.listen()
+    try:
+        configure(attack, network=network)
+        card, (probe,) = attack.run([terminal(ABSTRACT.format(name=name))])
+    finally:
+        server.close()
+    return card, probe
+
+
 @pytest.fixture
 def dispatcher_home(attack: Attack) -> Iterator[Path]:
     """A HOME for the dispatcher outside /tmp (private in every sandbox anyway), holding
@@ -174,15 +190,7 @@ def test_a_host_unix_socket_under_run_is_unreachable(attack: Attack, sandboxed: 
 
 def test_an_abstract_unix_socket_is_cut_without_the_network(attack: Attack,
                                                             sandboxed: None) -> None:
-    name = f"kanban-test-{uuid.uuid4().hex}"
-    server = socket.socket(socket.AF_UNIX)
-    server.bind("\0" + name)  # no file: only a network namespace keeps it out
-    server.listen()
-    try:
-        configure(attack, network=False)
-        card, (probe,) = attack.run([terminal(ABSTRACT.format(name=name))])
-    finally:
-        server.close()
+    card, probe = probe_abstract(attack, network=False)
     assert attack.card(card)[0] == "done"
     assert "CONNECTED" not in probe and "exit code 1" in probe, probe
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 from contextlib import suppress
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from kanban.tools.budget import disk_usage
+from kanban.tools.sandbox import SandboxPolicy
 from tests.acceptance.conftest import slow_steps
 from tests.security.conftest import Attack
 from tests.support.llm_bodies import tool_results
@@ -170,6 +172,136 @@ def test_a_flood_of_small_files_is_stopped_near_the_budget(attack: Attack) -> No
     assert "max_workspace_bytes" in (error or "")
     assert "stopped" in seen[0]
     assert disk_usage(attack.workspace(card)) < BUDGET + MARGIN
+
+
+FILES = 5_000
+
+
+@pytest.mark.parametrize(("sandbox", "place", "said"), [
+    ("off", "many", f"workspace holds more than its limit of {FILES:,}"),
+    ("required", "many", f"workspace and its HOME hold more than its limit of {FILES:,}"),
+    ("required", "/tmp/many", "the sandbox's /tmp and /dev/shm (memory)"),
+    ("required", "/dev/shm/many", "the sandbox's /tmp and /dev/shm (memory)"),
+])
+def test_a_flood_of_empty_files_is_stopped_at_the_file_limit(
+        attack: Attack, sandbox: str, place: str, said: str) -> None:
+    """Empty files take no disk, so a byte budget never sees them. In the workspace each
+    takes an inode, and a few million exhaust the file system's for every card and the
+    board itself; in the sandbox's /tmp and /dev/shm (tmpfs) each takes about a kilobyte of
+    the host's kernel memory, none of the --size bound. Either way the command is stopped
+    and the card blocks past max_workspace_files (the flood would make 200,000 files)."""
+    attack.configure(profile(sandbox), f"max_workspace_files = {FILES}")
+    flood = (f"mkdir -p {place} && cd {place} && "
+             "for i in $(seq 1 200); do touch $(seq -f \"$i-%g\" 1 1000); done")
+    card, _ = attack.run([("terminal", {"command": flood, "timeout_s": 300})])
+    status, error = attack.card(card)
+    seen = shown(attack, card)
+    assert status == "blocked", seen
+    assert said in (error or "") and "max_workspace_files" in (error or ""), error
+    assert "stopped" in seen[0]
+    if place == "many":  # the workspace's own: the walk that counts stops at the limit
+        made = sum(1 for _ in (attack.workspace(card) / place).iterdir())
+        assert FILES < made < 200_000
+
+
+@pytest.mark.parametrize("sandbox", ["required", "off"])
+def test_a_fork_bomb_is_stopped_at_the_process_limit(attack: Attack, sandbox: str) -> None:
+    """Root's RLIMIT_NPROC does not hold (5,000 processes ran under --nproc=4096 in a root
+    sandbox): a fork bomb would take every pid of the host, the dispatcher's next worker
+    included. Past max_processes the command is stopped, every process of its sandbox with
+    it (these leave the command's group), and the card blocks with the reason. Without a
+    sandbox the worker counts what the command started, escaped or not."""
+    attack.configure(profile(sandbox), "max_processes = 64")
+    mark = marker()
+    bomb = f"for i in $(seq 1 400); do setsid sleep {mark} > /dev/null 2>&1 & done; wait"
+    error = _stopped_and_blocked(attack, bomb, mark, b"sleep")
+    assert "more than 64 processes" in error and "fork bomb" in error, error
+    assert "unblock" in error and "Free space" not in error, error
+
+
+def _stopped_and_blocked(attack: Attack, command: str, mark: str, program: bytes) -> str:
+    """Run `command` (its processes' argv hold `mark`), which a limit must stop with every
+    process it started, blocking the card; the card's error."""
+    card, _ = attack.run([("terminal", {"command": command, "timeout_s": 120})])
+    status, error = attack.card(card)
+    seen = shown(attack, card)
+    left = marked(mark, program)
+    kill_all(left)
+    assert status == "blocked", seen
+    assert "stopped" in seen[0]
+    assert left == [], f"{len(left)} processes of the sandbox outlived it"
+    return error or ""
+
+
+HOGS = {
+    "heap": "import time; held = b'x' * (100 << 20); time.sleep(600)",
+    # Shared memory of its own (a memfd: /dev/shm's 64 MiB bound does not hold it) counts
+    # as shared in the kernel's figures, which a count of private memory would skip.
+    "memfd": "import mmap, os, time; fd = os.memfd_create('m'); os.ftruncate(fd, 100 << 20); "
+             "m = mmap.mmap(fd, 100 << 20); [m.write(b'x' * (1 << 20)) for _ in range(100)]; "
+             "time.sleep(600)",
+}
+
+
+@pytest.mark.parametrize("hog", sorted(HOGS))
+def test_memory_held_by_many_processes_is_stopped_at_the_memory_limit(attack: Attack,
+                                                                      hog: str) -> None:
+    """No rlimit bounds a group of processes: four of 100 MiB each stay under any
+    per-process bound yet take 400 MiB of the host together. Past max_memory_bytes the
+    command is stopped with all its sandbox's processes, and the card blocks."""
+    attack.configure(profile("required"), f"max_memory_bytes = {256 << 20}")
+    mark = marker()  # argv[1] of each hog
+    command = f"for i in 1 2 3 4; do python3 -c \"{HOGS[hog]}\" {mark} & done; wait"
+    error = _stopped_and_blocked(attack, command, mark, b"python3")
+    assert "more than 256 MiB of memory" in error, error
+    assert "max_memory_bytes" in error and "unblock" in error, error
+
+
+def test_a_command_within_the_memory_limit_runs_to_its_end(attack: Attack) -> None:
+    attack.configure(profile("required"), f"max_memory_bytes = {256 << 20}")
+    card, (said,) = attack.run([("terminal", {
+        "command": "python3 -c \"held = b'x' * (100 << 20); print('held', len(held))\""})])
+    assert attack.card(card)[0] == "done", said
+    assert f"held {100 << 20}" in said
+
+
+@pytest.mark.parametrize("sandbox", ["required", "off"])
+def test_a_crash_dumps_no_core(attack: Attack, sandbox: str) -> None:
+    """A host that pipes core dumps to a handler (systemd-coredump, apport) runs it as root
+    with the crashed process's memory and names: a command that makes itself crash would
+    reach it. RLIMIT_CORE is 1 (the kernel's sign to skip a pipe, below any file dump's
+    size), hard as well: a sandboxed command cannot raise it."""
+    attack.configure(profile(sandbox))
+    card, (limits, crash) = attack.run([
+        ("terminal", {"command": "grep 'Max core' /proc/self/limits; ulimit -c unlimited; "
+                                 "echo raised=$?"}),
+        ("terminal", {"command": "sh -c 'kill -SEGV $$'; echo crashed=$?; ls"})])
+    assert attack.card(card)[0] == "done"
+    assert re.search(r"Max core file size\s+1\s+1\s+bytes", limits), limits
+    if sandbox == "required":
+        assert "raised=1" in limits, limits
+    assert "crashed=139" in crash and "core" not in crash.split("crashed=139", 1)[1], crash
+
+
+def test_what_the_sandbox_starts_without_the_runner_dumps_no_core(tmp_path: Path) -> None:
+    """MCP servers and git go through the sandbox's launcher, not the runner's limits."""
+    require_bwrap()
+    argv = SandboxPolicy(writable=(tmp_path,), network=False).wrap(
+        ["grep", "Max core", "/proc/self/limits"], tmp_path)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert re.search(r"Max core file size\s+1\s+1\s+bytes", out), out
+
+
+def test_the_oom_killer_takes_a_sandboxed_command_first(attack: Attack) -> None:
+    """A command that eats the host's memory (no limit holds it: address-space limits break
+    runtimes that reserve large ranges) must be what the kernel kills, not the dispatcher,
+    a worker or the database beside it."""
+    attack.configure(profile("required"))
+    card, (scores,) = attack.run([("terminal", {
+        "command": "cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'"})])
+    assert attack.card(card)[0] == "done"
+    assert scores.split("output")[-1].split()[-2:] == ["1000", "1000"], scores
+    assert Path("/proc/self/oom_score_adj").read_text().strip() != "1000"
 
 
 def test_a_flood_into_the_cards_own_home_counts_against_the_budget(attack: Attack) -> None:

@@ -77,3 +77,44 @@ def test_a_command_cannot_take_over_the_exec_server(attack: Attack, sandboxed: N
     assert "HIJACKED" not in hijack, hijack
     assert any("STILL-SERVED" in text and "exit code 0" in text for text in seen), seen
     attack.assert_contained()
+
+
+# Kill the exec server: the card's next commands each start a bwrap of their own.
+KILL_SERVER = r"""
+import os, signal
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) not in (1, os.getpid()):
+        try:
+            argv = open("/proc/%s/cmdline" % name, "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"-I" in argv and b"-S" in argv:
+            os.kill(int(name), signal.SIGKILL)
+"""
+
+
+def test_a_command_in_a_bwrap_of_its_own_is_counted_in_its_own_sandbox(
+        attack: Attack, sandboxed: None) -> None:
+    """With the shared sandbox gone (its exec server killed by a command), each command
+    starts a bwrap of its own under the runner's wrappers (setpriv, prlimit, timeout). Its
+    counts (files in /tmp, processes, memory) must be read in that sandbox: read through
+    the outer bwrap they were the host's (518,137 files in the host's /tmp blocked a card
+    past the default limit of 500,000). The limits here are far below any host's counts.
+    Where the shared sandbox did not start at all, every command has a bwrap of its own."""
+    attack.configure(PROFILE + "max_workspace_files = 1000\nmax_processes = 64\n"
+                     f"max_memory_bytes = {64 << 20}\n")
+    card, results = attack.run([
+        ("terminal", {"command": f"{PYTHON} -c '{KILL_SERVER}'"}),
+        ("terminal", {"command": "touch /tmp/a /tmp/b; sleep 1; echo COUNTED-IN-ITS-OWN"}),
+        ("terminal", {"command": "for i in $(seq 1 3000); do : > /tmp/f$i; done; sleep 5",
+                      "timeout_s": 60})])
+    assert len(results) == 2, (attack.card(card), results)  # the flood's blocked the card
+    killed, said = results
+    log = "\n".join(f.read_text() for f in (attack.board.home / "logs").glob(f"{card}-*.log"))
+    if "the card's sandbox did not start" not in log:  # (a loaded host may refuse it)
+        assert "sandbox stopped while it ran" in killed, killed  # it ran through that server
+    assert "each command now starts its own bwrap" in log, log
+    assert "COUNTED-IN-ITS-OWN" in said, said
+    status, error = attack.card(card)
+    assert status == "blocked" and "/tmp and /dev/shm" in (error or ""), error
+    assert "more than 1,000 files" in (error or ""), error

@@ -77,3 +77,30 @@ def test_a_check_stops_a_running_command(tmp_path: Path) -> None:
     result = PlainRunner().run(spec)
     assert result.stopped == "flag seen" and result.exit_code is None
     assert time.monotonic() - started < 10
+
+
+def test_the_kernels_children_lists_name_what_a_scan_of_every_process_finds() -> None:
+    """A subreaper's children (its own, a thread's, an adopted orphan, a zombie) read from
+    /proc/PID/task/*/children, as a scan of every process's stat names them."""
+    out = python("""
+        import os, subprocess, threading, time
+        from kanban.tools.procctl import (_children_files, _scanned_children,
+                                          become_subreaper, children)
+        become_subreaper()
+        own = subprocess.Popen(["sleep", "30"])
+        threaded = []
+        t = threading.Thread(target=lambda: threaded.append(subprocess.Popen(["sleep", "30"])))
+        t.start(); t.join()
+        subprocess.run(["sh", "-c", "sleep 30 >/dev/null 2>&1 &"])  # orphaned, adopted
+        zombie = subprocess.Popen(["true"])
+        deadline = time.monotonic() + 10
+        while len(_scanned_children(os.getpid())) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # `true` has exited and is a zombie until waited for
+        listed, scanned = children(), _scanned_children(os.getpid())
+        print(_children_files(), len(listed), listed == scanned, zombie.pid in listed,
+              own.pid in listed, threaded[0].pid in listed)
+        for pid in listed:
+            os.kill(pid, 9)
+    """)
+    assert out.split() == ["True", "4", "True", "True", "True", "True"], out

@@ -146,6 +146,41 @@ def test_a_dead_session_falls_back_and_still_sandboxes(workspace: Path, tmp_path
         box.close()
 
 
+def test_a_sandbox_that_does_not_start_says_why_and_commands_still_run(
+        workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its launcher's last line (here a fake bwrap's, with a terminal escape in it) is in
+    the worker's log, escaped; commands go on, each in a bwrap of its own."""
+    box = runner(workspace)
+    box.wrap = lambda argv, cwd: (  # type: ignore[method-assign]
+        ["sh", "-c", "echo 'bwrap: warming up' >&2; "
+         "printf 'bwrap: No space left on device \\033[2J\\n' >&2; exit 1"]
+        if "-S" in argv else box.policy.wrap(argv, cwd, box.bwrap))
+    try:
+        result, text = run(box, workspace, "echo $$")
+        assert result.exit_code == 0 and text.strip() in ("1", "2")  # sandboxed anyway
+        err = capsys.readouterr().err
+        assert ("the card's sandbox did not start (bwrap: No space left on device \\x1b[2J)"
+                in err), err
+        assert "\x1b" not in err and "warming up" not in err
+    finally:
+        box.close()
+
+
+def test_a_sandbox_whose_server_ends_at_once_says_so(workspace: Path,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    box = runner(workspace)
+    box.wrap = lambda argv, cwd: (  # type: ignore[method-assign]
+        ["true"] if "-S" in argv else box.policy.wrap(argv, cwd, box.bwrap))
+    try:
+        result, _ = run(box, workspace, "true")
+        assert result.exit_code == 0
+        assert ("the card's sandbox did not start (its server ended before it answered)"
+                in capsys.readouterr().err)
+    finally:
+        box.close()
+
+
 def test_killed_mid_command_the_sandbox_says_so_then_falls_back(workspace: Path) -> None:
     box = runner(workspace)
     try:
@@ -195,11 +230,10 @@ def test_close_ends_the_sandbox_and_wrap_is_a_fresh_bwrap(workspace: Path) -> No
     run(box, workspace, "true")
     pid = sandbox_pid(box)
     argv = box.wrap(["true"], workspace)
-    assert argv[0] == "bwrap" and argv[-1] == "true"  # servers get their own sandbox
+    # servers get their own sandbox
+    assert any(a.rsplit("/", 1)[-1] == "bwrap" for a in argv) and argv[-1] == "true"
     box.close()
-    wait_until(lambda: not Path(f"/proc/{pid}").exists()
-               or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z", timeout=10,
-               what="the sandbox ended")
+    wait_until(lambda: _ended(pid), timeout=10, what="the sandbox ended")
     result, text = run(box, workspace, "echo after")
     assert result.exit_code == 0 and text == "after\n"
 
@@ -234,3 +268,33 @@ def test_each_command_finds_tmp_and_ipc_as_fresh_but_the_workspace_kept(
         assert (workspace / "kept.txt").read_text() == "kept\n"
     finally:
         box.close()
+
+
+@pytest.mark.parametrize("session", [True, False], ids=["session", "bwrap per command"])
+def test_files_in_the_sandboxs_memory_are_counted_while_a_command_runs(
+        workspace: Path, session: bool) -> None:
+    """Empty files in /tmp and /dev/shm take kernel memory, not the tmpfs's --size: past
+    tmp_files the watched command is stopped, in a card's sandbox or a bwrap of its own."""
+    policy = SandboxPolicy(writable=(workspace,), network=False, readable=own_interpreter(),
+                           tmp_files=500)
+    box = BwrapRunner(policy, session=session)
+    try:
+        flood = "cd /dev/shm && touch a b; cd /tmp && for i in $(seq 1 100); do " \
+                "touch $(seq -f \"$i-%g\" 1 1000); sleep 0.05; done"
+        stopped, _ = run(box, workspace, flood, check=lambda: None)
+        assert stopped.stopped is not None and "more than 500" in stopped.stopped
+        calm, text = run(box, workspace, "touch /tmp/one /dev/shm/two && echo made",
+                         check=lambda: None)
+        assert calm.stopped is None and calm.exit_code == 0 and "made" in text
+        unwatched, _ = run(box, workspace, "cd /tmp && touch $(seq 1 2000)")  # no check
+        assert unwatched.stopped is None and unwatched.exit_code == 0
+    finally:
+        box.close()
+
+
+def _ended(pid: int) -> bool:
+    """Dead: a zombie, or reaped (its /proc entry may go between two reads of it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
+    except OSError:
+        return True
