@@ -8,6 +8,8 @@ from kanban.state.errors import KanbanError
 class ModelError(KanbanError):
     """A model call failed."""
 
+    names_endpoint = True  # its message says where the call went (retry.at_endpoint)
+
 
 class FatalModelError(ModelError):
     """Retrying cannot help: bad credentials, no permission, unknown model or provider."""

@@ -15,7 +15,10 @@ T = TypeVar("T")
 
 
 class Interrupted(ModelError):
-    """The run was interrupted (its card was cancelled, its lease lost, a user pressed ^C)."""
+    """The run was interrupted (its card was cancelled, its lease lost, a user pressed ^C).
+    Its message is the reason as given: no endpoint failed, whichever thread raised it."""
+
+    names_endpoint = False
 
 
 class _Caller:

@@ -111,8 +111,8 @@ def call_with_retries(
 
 
 def at_endpoint(exc: ModelError, endpoint: str) -> ModelError:
-    """`exc`, its message naming the endpoint tried (once)."""
-    if endpoint and f"(at {endpoint})" not in exc.message:
+    """`exc`, its message naming the endpoint tried (once; never an interruption's)."""
+    if endpoint and exc.names_endpoint and f"(at {endpoint})" not in exc.message:
         exc.message = f"{exc.message} (at {endpoint})"
         exc.args = (exc.message,)
     return exc

@@ -2,9 +2,11 @@
 
 Loading `kanban.cli.app` and click takes a noticeable moment on a busy machine. A Ctrl-C in
 it would print a traceback of half-imported modules; until they are loaded it exits 130 at
-once instead (nothing has begun that needs cleaning up). That holds from main()'s first
-line: this module imports only `os` and `signal` before it (loaded already by Python's own
-start-up, save `signal`), and nothing else loads first. Then a Ctrl-C raises
+once instead (nothing has begun that needs cleaning up). That holds from this module's
+import: it imports only `os` and `signal` first (loaded already by Python's own start-up,
+save `signal`), and takes the signal at its top level, where an interrupt that lands while
+it does so is caught there (one that lands inside `signal.signal`'s Python code raised
+through it, printing kanban's frames). Then a Ctrl-C raises
 KeyboardInterrupt as Python's own handler does, except where Python would drop it (inside
 importlib's module-lock callback), and `kanban.cli.app.main` turns it into exit 130 after
 the command's cleanup; once the command has decided its exit code, Ctrl-C exits at once
@@ -36,9 +38,15 @@ def _hold() -> bool:
     return False
 
 
+try:  # at the top level: a Ctrl-C before it shows only the script's and modules' top levels
+    _HELD = _hold()
+except KeyboardInterrupt:
+    os._exit(INTERRUPTED)
+
+
 def main() -> None:
     """`kanban`: the command line, loaded with Ctrl-C meaning "never mind"."""
-    held = _hold()
+    held = _HELD
     # Loaded after the hold (kanban.signals loads threading): the loads it exists to guard.
     from kanban.cli.app import main as run
     from kanban.signals import redeliver_outside_import_lock

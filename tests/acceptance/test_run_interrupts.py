@@ -29,7 +29,7 @@ import kanban.cli
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
 from tests.acceptance.conftest import BoardFiles
-from tests.support.interrupts import dropped_by_python, last_traceback
+from tests.support.interrupts import dropped_by_python, in_pythons_startup, last_traceback
 from tests.support.procs import KANBAN, query, wait_until
 
 MOMENTS = 20  # after the lead's card exists
@@ -39,7 +39,6 @@ EARLY = 8  # counted from the process's start, before its lead's card may exist
 EARLY_WINDOW_S = 1.5
 SAY_WITHIN_S = 2.0  # --resume says what it waits for within this long
 ANSWER = "ANSWER: the journal modes compared"
-PYTHON_STARTING = "Fatal Python error: init_"  # init_import_site, init_sys_streams, ...
 # What loads before kanban.cli.entry.main can take the signal: `python -m kanban.cli`, the
 # entry module's own imports
 _CLI = Path(kanban.cli.__file__).parent
@@ -85,7 +84,7 @@ def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[
     # -SIGINT: the signal came as the interpreter was exiting, its work done. Python's own
     # start-up (its streams, site and the .pth files) runs before any of kanban's code, and
     # Python reports a signal there itself: that one is Python's message, not kanban's.
-    pythons = PYTHON_STARTING in err or _before_kanbans_code(last_traceback(err)) or \
+    pythons = in_pythons_startup(err) or _before_kanbans_code(last_traceback(err)) or \
         dropped_by_python(err)
     if not pythons and (proc.returncode not in (0, 130, -signal.SIGINT) or "Traceback" in err):
         problems.append(f"exited {proc.returncode}: {err}")

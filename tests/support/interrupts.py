@@ -13,6 +13,13 @@ _CHAINED = re.compile(r"\n(?:During handling of the above exception, another exc
                       r"occurred|The above exception was the direct cause of the following "
                       r"exception):\n")
 DROPPED = "Exception ignored in: <function _get_module_lock.<locals>.cb"
+FATAL_AT_START = "Fatal Python error: init_"  # init_import_site, init_sys_streams, ...
+# Python asks the path hooks whether the script's folder is an import path entry (for
+# sys.path[0]); interrupted there, it prints this and the frames, then runs the script.
+ARGV0_CHECK = "Failed checking if argv[0] is an import path entry"
+# site runs each .pth file's import lines; an interrupt there that surfaces as an Exception
+# (wrapped: __set_name__ makes it a RuntimeError) is printed and the rest of the file skipped.
+SITE_PTH = ("Error processing line ", "Remainder of file ignored")
 
 
 def last_traceback(err: str) -> str:
@@ -31,3 +38,23 @@ def dropped_by_python(err: str) -> bool:
     block = err.split("KeyboardInterrupt", 1)[0].splitlines()[1:]
     frames = [line.strip() for line in block if line.strip().startswith("File ")]
     return bool(frames) and all(f.startswith('File "<frozen importlib.') for f in frames)
+
+
+def in_pythons_startup(err: str) -> bool:
+    """The signal came during Python's own start-up, before any module of kanban's was
+    looked for: a fatal init error, the argv[0] import-path check, whose interrupted
+    frames are all the import machinery's, or a KeyboardInterrupt with no frame at all
+    (raised by Python's C code outside any Python frame, as in setting up the script's
+    run: a frame of the script or of kanban's would be printed; seen once in a loaded
+    CI run, exit 1)."""
+    if FATAL_AT_START in err or err.strip() == "KeyboardInterrupt":
+        return True
+    if err.startswith(SITE_PTH[0]) and SITE_PTH[1] in err and "KeyboardInterrupt" in err:
+        return True  # site's .pth processing: before the script's first line
+    if not err.startswith(ARGV0_CHECK) or "KeyboardInterrupt" not in err:
+        return False
+    block = err.split("KeyboardInterrupt", 1)[0].splitlines()[1:]
+    frames = [line.strip() for line in block if line.strip().startswith("File ")]
+    # the path hooks asked (zipimport's first, then importlib's file finder): frozen
+    # modules of Python's own, whichever of them the signal found
+    return bool(frames) and all(f.startswith('File "<frozen ') for f in frames)

@@ -8,7 +8,9 @@ import threading
 
 import pytest
 
+from kanban.agent.errors import TransientModelError
 from kanban.agent.interrupt import Interrupt, Interrupted
+from kanban.agent.retry import at_endpoint
 from tests.support.procs import wait_until
 
 
@@ -72,3 +74,14 @@ def test_errors_reach_the_caller() -> None:
     with pytest.raises(ValueError, match="bad"):
         interrupt.call(broken)
     assert interrupt.call(lambda: 7) == 7  # and the thread goes on serving
+
+
+def test_an_interruption_keeps_its_reason_wherever_it_was_raised() -> None:
+    """Raised inside a streaming call (by a listener between chunks), an interruption passes
+    through the adapter's retry layer, which names the endpoint on every model error: the
+    run's error must still read as the reason given (it did not under load, when the call's
+    thread won the race: "the card was cancelled (at 127.0.0.1:43957/v1)")."""
+    assert at_endpoint(Interrupted("the card was cancelled"), "127.0.0.1:1/v1").message == \
+        "the card was cancelled"
+    failed = at_endpoint(TransientModelError("openai: 500"), "127.0.0.1:1/v1")
+    assert failed.message == "openai: 500 (at 127.0.0.1:1/v1)"
