@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_server import LLMServer, text_reply, tool_reply
 from tests.support.pg import skip_or_fail
-from tests.support.procs import query, start_dispatcher, stop, wait_until
+from tests.support.procs import PATIENT_S, query, start_dispatcher, stop, wait_until
 
 SECRET = "sk-forkserver-" + uuid.uuid4().hex
 
@@ -62,7 +62,8 @@ def test_the_forkserver_memory_has_no_credential(board: BoardFiles, tmp_path: Pa
         try:
             wait_until(lambda: query(board.path, "SELECT count(*) FROM card WHERE status = "
                                                  "'done'")[0][0] == len(cards),
-                       timeout=60, what="every card done")
+                       timeout=PATIENT_S, what="every card done",
+                       explain=lambda: (tmp_path / "d.log").read_text()[-4000:])
             keys = {r.headers.get("authorization", "") for r in server.requests}
             assert keys == {f"Bearer {SECRET}"}  # the workers had the key
             forkserver = wait_until(lambda: forkserver_of(dispatcher.pid), timeout=10,

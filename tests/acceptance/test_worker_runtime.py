@@ -80,6 +80,12 @@ def run_board(board: BoardFiles, env: dict[str, str], until: Any, what: str,
         stop(dispatcher)
 
 
+def exited(board: BoardFiles, card_id: int) -> bool:
+    """The card's last worker has exited and its dispatcher recorded the exit."""
+    return query(board.path, "SELECT exit_code IS NOT NULL FROM run WHERE card_id = ? "
+                 "ORDER BY id DESC LIMIT 1", card_id) == [(1,)]
+
+
 def status(board: BoardFiles, card_id: int) -> str:
     return query(board.path, "SELECT status FROM card WHERE id = ?", card_id)[0][0]
 
@@ -170,7 +176,9 @@ def test_hooks_from_config_veto_and_fail_safely(board: BoardFiles, hook_env: dic
     board.configure(f'[profiles.default]\nmodel = "{spec}"\n'
                     '[hooks]\npre_tool = ["testhooks:guard"]\non_turn = ["testhooks:broken"]\n')
     card = board.add("hooked card")
-    run_board(board, hook_env, lambda: status(board, card) == "done", "card done", tmp_path)
+    # The worker's exit recorded: the last turn's on_turn runs after the card is done.
+    run_board(board, hook_env, lambda: status(board, card) == "done" and exited(board, card),
+              "card done and its worker gone", tmp_path)
     vetoed = query(board.path, "SELECT content FROM message WHERE name = 'kanban_comment'")
     assert vetoed == [(f"not run: comments are closed today (card #{card})",)]
     assert query(board.path, "SELECT count(*) FROM comment") == [(0,)]

@@ -81,7 +81,7 @@ def test_sixteen_processes_hammering_one_database(tmp_path: Path, journal: str) 
     claims = [tuple(c) for r in records for c in r["claims"]]
     # a floor, not a benchmark: on 2 busy cores a claim cycle can take 100 ms of lock waits
     assert len(claims) >= 20, f"only {len(claims)} claims: the hammer did not hammer"
-    assert all(r["claims"] or r["adds"] or r["reads"] for r in records), "a process did nothing"
+    assert all(r["moves"] for r in records), "a process did nothing"
     assert len({(card, attempt) for card, attempt, _ in claims}) == len(claims), "double claim"
     assert len({token for _, _, token in claims}) == len(claims)
     completed = sorted(c for r in records for c in r["completed"])

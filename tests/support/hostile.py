@@ -217,7 +217,8 @@ def hammer(db_path: str, seed: int, deadline: float, out_path: str) -> None:
     commented through a fenced scope and completed with its token) and board reads.
     Every exception is recorded in the JSON written to `out_path`, never swallowed."""
     rng = random.Random(seed)
-    record: dict[str, Any] = {"errors": [], "claims": [], "completed": [], "adds": 0, "reads": 0}
+    record: dict[str, Any] = {"errors": [], "claims": [], "completed": [], "adds": 0, "reads": 0,
+                              "moves": 0}
     db = None
     try:
         db = open_database(DbLocation(db_path, "flag"))
@@ -231,6 +232,7 @@ def hammer(db_path: str, seed: int, deadline: float, out_path: str) -> None:
                 break
             try:
                 _hammer_once(kb, rng, seed, op, record)
+                record["moves"] += 1  # a claim that found no ready card is a move too
             except Exception as exc:  # every failure counts; the run goes on
                 record["errors"].append(f"{type(exc).__name__}: {exc}")
     except Exception:
