@@ -77,8 +77,8 @@ def procrastinate_latency(url: str, samples: int) -> list[float]:
             await asyncio.sleep(0.5)  # the worker listening
             latencies = []
             for n in range(samples):
-                await probe.defer_async(n=n)
-                added = time.perf_counter()
+                added = time.perf_counter()  # from the call: its worker may start the job
+                await probe.defer_async(n=n)  # before this await hands control back
                 while n not in started:
                     await asyncio.sleep(0.0002)
                 latencies.append((started[n] - added) * 1000)
@@ -164,8 +164,8 @@ def pgqueuer_latency(url: str, samples: int) -> list[float]:
         latencies = []
         try:
             for n in range(samples):
+                added = time.perf_counter()  # from the call, as for procrastinate
                 await queries.enqueue("probe", str(n).encode())
-                added = time.perf_counter()
                 while n not in started:
                     await asyncio.sleep(0.0002)
                 latencies.append((started[n] - added) * 1000)
