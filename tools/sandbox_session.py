@@ -123,7 +123,8 @@ class SandboxSession:
         fd = theirs.fileno()
         python = os.path.realpath(sys.executable)
         try:
-            self._stderr = tempfile.TemporaryFile()  # unlinked: gone when it is closed
+            # Unlinked, closed by _forget_stderr once read or no longer needed.
+            self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - outlives this call
             self._proc = subprocess.Popen(
                 self._wrap([python, "-I", "-S", "-c", SERVER, str(fd)]), pass_fds=(fd,),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
