@@ -35,15 +35,15 @@ chromium:
 	      >/dev/null; \
 	  else echo "chromium is missing: the browser tests will skip"; fi; }
 
-# The sandbox tests run commands in Debian's bubblewrap: installed the same way (CI=true
-# turns their skip into a failure).
+# The sandbox tests run commands in Debian's bubblewrap, and a sandbox's own network through
+# slirp4netns: installed the same way (CI=true turns their skip into a failure).
 bwrap:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@command -v bwrap >/dev/null 2>&1 && command -v slirp4netns >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian's bubblewrap for the sandbox tests"; \
+	    echo "installing Debian's bubblewrap and slirp4netns for the sandbox tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap \
-	      >/dev/null; \
-	  else echo "bwrap is missing: the sandbox tests will skip"; fi; }
+	      slirp4netns >/dev/null; \
+	  else echo "bwrap or slirp4netns is missing: sandbox tests will skip"; fi; }
 
 # The PostgreSQL fleet tests put Debian's pgbouncer (transaction pooling) in front of the
 # server, each on a port and config of its own: installed the same way (CI=true turns their

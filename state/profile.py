@@ -112,6 +112,11 @@ class Profile:
                                               "network and web tools refuse; a list: only "
                                               "those hosts (name, *.domain or IP).",
                                               kind=NETWORK)
+    reach_host: bool = setting(False, "true: sandboxed commands and MCP servers with a "
+                               "network also reach this host's own services (its loopback "
+                               "and addresses: a local test database); false gives them a "
+                               "network of their own where these do not answer "
+                               "(slirp4netns).")
     network_hosts: Mapping[str, str] = setting({}, "With a network list: names the proxy and "
                                                "web_fetch reach at this address, no DNS.",
                                                kind=HOST_ADDRESSES)

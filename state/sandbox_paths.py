@@ -110,7 +110,8 @@ def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
     network = network_value(profile.network)
     if profile.sandbox == "off" or (profile.sandbox == "auto" and shutil.which("bwrap") is None):
         data = {"sandbox": profile.sandbox, "read": ["whatever the dispatcher's user can read"],
-                "write": ["whatever the dispatcher's user can write"], "network": network}
+                "write": ["whatever the dispatcher's user can write"], "network": network,
+                "host_services": network is True}
         if profile.sandbox == "auto":  # what this host would do; `kanban status` names
             data["unsandboxed"] = NO_BWRAP  # each live dispatcher's own answer
         return data
@@ -120,7 +121,11 @@ def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
     read = [*system, "/tmp (private)", own, "kanban's Python and its MCP servers' programs",
             *profile.sandbox_read]
     write = ["the card's workspace", "/tmp (private)", own, *profile.sandbox_write]
-    return {"sandbox": profile.sandbox, "read": read, "write": write, "network": network}
+    # With a network, do this host's own services answer? Not in a network of its own,
+    # which needs slirp4netns (kanban.tools.netns): a look at PATH, not a sandbox's start.
+    shares = network is True and (profile.reach_host or shutil.which("slirp4netns") is None)
+    return {"sandbox": profile.sandbox, "read": read, "write": write, "network": network,
+            "host_services": shares, "reach_host": bool(profile.reach_host)}
 
 
 def reach_lines(data: dict[str, Any]) -> list[str]:
@@ -131,6 +136,11 @@ def reach_lines(data: dict[str, Any]) -> list[str]:
     if why and data["network"] is not True:  # no namespace to cut it: only web tools obey
         network = ("off" if data["network"] is False else network) + \
             " for the web tools; commands are not held to it"
+    if data["network"] is True and not why:
+        network += (" (the host's: its own services answer too, "
+                    + ("reach_host" if data.get("reach_host") else "no slirp4netns here") + ")"
+                    if data.get("host_services") else
+                    " (its own: this host's own services do not answer)")
     return [f"reads: {', '.join(data['read'])}{unsandboxed}",
             f"writes: {', '.join(data['write'])}",
             f"network: {network}"]

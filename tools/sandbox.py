@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kanban.tools.hostview import SystemView, own_interpreter, system_view
+from kanban.tools.netns import OwnNetwork, check_own_network, gated, launcher
 from kanban.tools.runner import MAX_PROCESSES, CommandResult, CommandSpec, PlainRunner
 from kanban.tools.sandbox_session import SandboxSession
 from kanban.tools.sandbox_watch import watched
@@ -77,6 +78,10 @@ class SandboxPolicy:
     # most this many bytes of private memory together (None: not counted).
     most_processes: int = MAX_PROCESSES
     most_memory: int | None = None
+    # With a network: a namespace of its own, NATed by slirp4netns, where the host's own
+    # services do not answer (kanban.tools.netns), wherever this host can make one; False:
+    # the host's network (the profile's reach_host).
+    own_network: bool = True
     system: SystemView = field(default_factory=system_view, repr=False)
 
     @property
@@ -116,8 +121,13 @@ class SandboxPolicy:
         seccomp = self.filter_file
         if seccomp is not None:
             args += ["--seccomp", str(SECCOMP_FD)]
-        return ["/bin/sh", "-c", _LAUNCH, str(seccomp or ""), *args, "--chdir", str(cwd),
-                "--", *argv]
+        own = own_network(bwrap) if (self.network and self.proxy_socket is None
+                                     and self.own_network) else None
+        if own is None or own.programs is None:
+            return ["/bin/sh", "-c", _LAUNCH, str(seccomp or ""), *args, "--chdir", str(cwd),
+                    "--", *argv]
+        return ["/bin/sh", "-c", _LAUNCH, str(seccomp or ""),
+                *launcher(own.programs, [*args, "--chdir", str(cwd), "--", *gated(argv)])]
 
     def _mounts(self) -> list[tuple[Path, str]]:
         """Every mount over the system view, parents before children."""
@@ -255,6 +265,18 @@ def interpreter_visible(policy: SandboxPolicy) -> bool:
     return all(any(place.is_relative_to(p) for p in shown)
                and not any(place.is_relative_to(h) for h in hidden)
                for place in own_interpreter())
+
+
+@functools.cache
+def own_network(bwrap: str = "bwrap") -> OwnNetwork:
+    """Whether a sandbox with a network gets one of its own here (tried once: a sandbox
+    that runs `true` on it)."""
+    def probe(programs: tuple[str, str, str]) -> list[str]:
+        plain = SandboxPolicy(writable=(), own_network=False).wrap(gated(["true"]), Path("/"),
+                                                                   bwrap)
+        return [*plain[:4], *launcher(programs, plain[4:])]  # inside the same /bin/sh launch
+
+    return check_own_network(probe)
 
 
 @dataclass(frozen=True)

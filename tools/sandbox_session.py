@@ -93,6 +93,8 @@ class SandboxSession:
         if hello != b"ready":
             self.close()
             self.why = self._complaint() or self.why or "its server ended before it answered"
+            with self._send:  # (a server that ended at once was waited for before this was set)
+                ours.close()
             return False
         self._forget_stderr()  # started: what it says from now on is not read
         return True

@@ -48,6 +48,7 @@ from kanban.worker.sandboxing import (
     RunnerChoice,
     card_home_dir,
     card_network,
+    card_reaches_host,
     choose_runner,
     refuse_board_workspace,
 )
@@ -202,9 +203,12 @@ def _command_runner(scope: WorkerScope, card: CardRecord, config: Config, plan: 
                if t.startswith("mcp:") and t[4:] in config.mcp]
     own_home = card_home_dir(setting.home, card.board, card.id) \
         if plan.profile.sandbox != "off" else None
+    reach_host = network is True and retrying(
+        scope, lambda: card_reaches_host(scope.kb, card, plan.profile, config))
     choice = choose_runner(setting.runner, plan.profile, network=network,
                            workspace=workspace.path, home=setting.home, checkout=workspace,
-                           web=config.web, card_home=own_home, servers=servers)
+                           web=config.web, card_home=own_home, servers=servers,
+                           reach_host=reach_host)
     print(f"card #{card.id}: {choice.note}", flush=True)
     if any(t in COMMAND_TOOLSETS or t.startswith("mcp:") for t in plan.toolsets):
         scope.write(lambda conn: record_event(

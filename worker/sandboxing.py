@@ -4,7 +4,7 @@ else the plain runner (said in the run's events), or a refusal when the profile 
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from kanban.tools.sandbox import (
     SandboxCheck,
     SandboxPolicy,
     check_sandbox,
+    own_network,
 )
 from kanban.tools.workbench import is_credential
 from kanban.workspaces import SCRATCH, Workspace
@@ -40,6 +41,8 @@ def probe_host() -> None:
     """Probe bwrap now (in a forkserver, before any fork) for every later worker."""
     global _host_check
     _host_check = (os.environ.get("PATH", ""), check_sandbox())
+    if _host_check[1].available:
+        own_network()  # whether a sandbox's network can be its own, tried once
     own_interpreter()  # and the system view it is measured against
     libc()
     setpriv_pdeathsig()
@@ -64,7 +67,8 @@ class RunnerChoice:
 def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace: Path,
                   home: Path, checkout: Workspace | None = None,
                   web: WebSettings | None = None, card_home: Path | None = None,
-                  servers: Sequence[McpServer] = ()) -> RunnerChoice:
+                  servers: Sequence[McpServer] = (), reach_host: bool = False
+                  ) -> RunnerChoice:
     """bwrap around `base` when the profile allows it and bwrap works; ConfigError when the
     profile requires a sandbox that this host cannot give, or when something its commands
     need to start lies in the board's folder, which the sandbox hides. `checkout`: the
@@ -85,14 +89,24 @@ def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace
         return _unsandboxed(_counted(base, profile), proxy, f"no sandbox: {check.reason}")
     policy = card_policy(profile, network=network, workspace=workspace, home=home,
                          checkout=checkout, card_home=card_home, servers=servers,
-                         proxy=proxy)
+                         proxy=proxy, reach_host=reach_host)
     runner: Runner = BwrapRunner(policy, base)
     readonly = (*policy.readonly, *policy.readable)
     if proxy is None:
-        return RunnerChoice(runner, f"sandbox: bwrap, network {'on' if network else 'off'}",
-                            readonly)
+        return RunnerChoice(runner, f"sandbox: bwrap, {_network_note(policy)}", readonly)
     return RunnerChoice(ProxiedRunner(runner, proxy), "sandbox: bwrap, network only to "
                         f"{_listed(network)} through the worker's proxy", readonly)
+
+
+def _network_note(policy: SandboxPolicy) -> str:
+    if not policy.network:
+        return "network off"
+    if not policy.own_network:
+        return "network on (the host's: reach_host)"
+    own = own_network()
+    if own.available:
+        return "network on (its own: this host's services do not answer)"
+    return f"network on (the host's: {own.reason.split(';')[0]})"
 
 
 def _counted(base: Runner, profile: Profile) -> Runner:
@@ -120,13 +134,14 @@ def _listed(patterns: Network) -> str:
 
 def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Path,
                 checkout: Workspace | None = None, card_home: Path | None = None,
-                servers: Sequence[McpServer] = (), proxy: NetProxy | None = None
-                ) -> SandboxPolicy:
+                servers: Sequence[McpServer] = (), proxy: NetProxy | None = None,
+                reach_host: bool = False) -> SandboxPolicy:
     """The wall of one card: its workspace, what its recorded git folders let a commit
     write (a worktree's), its own HOME and the profile's `sandbox_write` writable; a
     repository's hooks, config and start-up files in them read-only; the profile's
     `sandbox_read`, this Python and its MCP servers' programs readable; the board's folder
-    hidden; the network on, off, or only the proxy's socket."""
+    hidden; the network on (its own, or the host's with `reach_host`), off, or only the
+    proxy's socket."""
     hidden = hidden_folders(home, workspace)
     granted = _existing(profile.sandbox_write)
     readable = [*_existing(profile.sandbox_read), *own_interpreter()]
@@ -142,6 +157,7 @@ def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Pa
                          readable=tuple(dict.fromkeys(readable)), readonly=wall.readonly,
                          proxy_socket=proxy.socket_path if proxy else None,
                          tmp_bytes=profile.max_workspace_bytes,
+                         own_network=not reach_host,
                          tmp_files=profile.max_workspace_files,
                          most_processes=profile.max_processes,
                          most_memory=profile.max_memory_bytes)
@@ -197,13 +213,30 @@ def card_network(kb: Kanban, card: CardRecord, profile: Profile, config: Config)
     """A card reaches what its profile and every delegating ancestor's profile allow: no
     network if one has none, else the hosts every list allows."""
     network: Network = profile.network
-    parent_id, seen = card.parent_id, 0
-    while network is not False and parent_id is not None and seen < MAX_ANCESTORS:
-        parent = kb.card(parent_id)
-        with suppress(ConfigError):  # a profile removed since: its children keep their own
-            network = intersect(network, config.profile(parent.profile).network)
-        parent_id, seen = parent.parent_id, seen + 1
+    for parent in _ancestor_profiles(kb, card, config):
+        if network is False:
+            break
+        network = intersect(network, parent.network)
     return network
+
+
+def card_reaches_host(kb: Kanban, card: CardRecord, profile: Profile, config: Config) -> bool:
+    """Whether a card's sandbox shares the host's network (its own services answer): only
+    when its profile and every delegating ancestor's say reach_host. A lead kept off them
+    cannot reach them through a card it delegates."""
+    return profile.reach_host and all(parent.reach_host
+                                      for parent in _ancestor_profiles(kb, card, config))
+
+
+def _ancestor_profiles(kb: Kanban, card: CardRecord, config: Config) -> Iterator[Profile]:
+    """The profiles of the cards that delegated `card`, nearest first (a profile removed
+    since is skipped: its children keep their own)."""
+    parent_id, seen = card.parent_id, 0
+    while parent_id is not None and seen < MAX_ANCESTORS:
+        parent = kb.card(parent_id)
+        with suppress(ConfigError):
+            yield config.profile(parent.profile)
+        parent_id, seen = parent.parent_id, seen + 1
 
 
 def harden(environ: MutableMapping[str, str]) -> None:
@@ -219,5 +252,5 @@ def harden(environ: MutableMapping[str, str]) -> None:
     become_subreaper()
 
 
-__all__ = ["RunnerChoice", "card_network", "choose_runner", "harden", "host_check",
-           "probe_host", "undumpable"]
+__all__ = ["RunnerChoice", "card_network", "card_reaches_host", "choose_runner", "harden",
+           "host_check", "probe_host", "undumpable"]

@@ -18,7 +18,12 @@ from tests.acceptance.conftest import BoardFiles
 from tests.support.llm_bodies import tool_results
 from tests.support.llm_server import LLMServer, Reply, text_reply, tool_reply
 from tests.support.procs import kanban, query, start_dispatcher, stop, wait_until
-from tests.support.sandbox import REACHED, loopback_server, require_bwrap
+from tests.support.sandbox import (
+    REACHED,
+    loopback_server,
+    require_bwrap,
+    require_own_network,
+)
 
 MCP_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
 SECRET = "sk-sandbox-" + uuid.uuid4().hex  # the model key the dispatcher is given
@@ -31,13 +36,14 @@ def _bwrap() -> None:
     require_bwrap()
 
 
-def configure(board: BoardFiles, *, network: bool) -> None:
+def configure(board: BoardFiles, *, network: bool, reach_host: bool = False) -> None:
     board.configure(f"""
 [profiles.worker]
 model = "openai:test-model"
 toolsets = ["kanban", "terminal"]
 approval = "allow"
 network = {str(network).lower()}
+reach_host = {str(reach_host).lower()}
 sandbox = "required"
 """)
 
@@ -103,13 +109,18 @@ def test_a_command_sees_no_credential_no_process_and_writes_only_its_workspace(
     assert [json.loads(d)["runner"] for (d,) in kinds] == ["bwrap"]
 
 
-@pytest.mark.parametrize("network", [False, True])
-def test_a_loopback_server_is_reached_only_with_a_network(board: BoardFiles,
-                                                          network: bool) -> None:
-    configure(board, network=network)
+@pytest.mark.parametrize(("network", "reach_host"), [(False, False), (True, False),
+                                                     (True, True), (False, True)])
+def test_a_loopback_server_is_reached_only_with_the_hosts_network(
+        board: BoardFiles, network: bool, reach_host: bool) -> None:
+    """A network of its own (the default) does not reach the host's loopback; the host's
+    network (reach_host) does; no network reaches nothing, whatever reach_host says."""
+    if network and not reach_host:
+        require_own_network()
+    configure(board, network=network, reach_host=reach_host)
     with loopback_server() as url:
         _, seen = run_card(board, [FETCH.format(url=url)])
-    if network:
+    if network and reach_host:
         assert REACHED in seen[0] and "exit code 0" in seen[0]
     else:
         assert REACHED not in seen[0] and "exit code 1" in seen[0], seen[0]

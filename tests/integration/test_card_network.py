@@ -1,4 +1,5 @@
-"""A delegated card has a network only when its profile and every delegating ancestor's do."""
+"""A delegated card has a network (and reaches the host's own services) only when its profile
+and every delegating ancestor's do."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from kanban.cards import NewCard
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
 from kanban.state.config_parse import parse_config
-from kanban.worker.sandboxing import card_network
+from kanban.worker.sandboxing import card_network, card_reaches_host
 
 
 def test_children_inherit_a_parents_cut_network(tmp_path: Path) -> None:
@@ -49,5 +50,27 @@ def test_a_childs_list_is_cut_to_what_its_ancestors_lists_allow(tmp_path: Path) 
         assert card_network(kb, kb.card(grandchild.id), config.profile("files"), config) == (
             "files.pythonhosted.org",)
         assert card_network(kb, kb.card(stranger.id), config.profile("other"), config) is False
+    finally:
+        db.dispose()
+
+
+def test_a_child_reaches_the_host_only_when_every_ancestor_may(tmp_path: Path) -> None:
+    """A lead kept off the host's own services cannot reach them by delegating to a profile
+    that may (its instructions would steer that card)."""
+    db = open_database(DbLocation(str(tmp_path / "k.db"), "flag"), create=True)
+    try:
+        kb = Kanban(db)
+        kb.ensure_board("default")
+        config = parse_config({"profiles": {"kept": {}, "local": {"reach_host": True}}})
+        kept, local = config.profile("kept"), config.profile("local")
+        root = kb.add_card(NewCard("root", profile="kept"))
+        child = kb.add_card(NewCard("child", profile="local", parent_id=root.id))
+        lead = kb.add_card(NewCard("lead", profile="local"))
+        helper = kb.add_card(NewCard("helper", profile="local", parent_id=lead.id))
+        assert not kept.reach_host
+        assert not card_reaches_host(kb, kb.card(child.id), local, config)
+        assert card_reaches_host(kb, kb.card(helper.id), local, config)
+        assert card_reaches_host(kb, kb.card(lead.id), local, config)
+        assert not card_reaches_host(kb, kb.card(root.id), kept, config)
     finally:
         db.dispose()

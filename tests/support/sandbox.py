@@ -1,4 +1,5 @@
-"""The bubblewrap sandbox tests need Debian's `bwrap`: `make test` installs it as root.
+"""The bubblewrap sandbox tests need Debian's `bwrap` (and, for a sandbox's own network,
+`slirp4netns`): `make test` installs them as root.
 
 Without it (or where it cannot make namespaces) they skip and say why; with CI=true that
 is a failure instead, so CI cannot pass by skipping them.
@@ -14,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kanban.tools.sandbox import check_sandbox
+from kanban.tools.sandbox import check_sandbox, own_network
 
 REACHED = "loopback-server-reached"
 
@@ -26,6 +27,17 @@ def require_bwrap() -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"sandbox tests cannot run under CI: {check.reason}")
     pytest.skip(check.reason)
+
+
+def require_own_network() -> None:
+    """Tests of a sandbox's own network (slirp4netns, which `make test` installs as root)."""
+    require_bwrap()
+    own = own_network()
+    if own.available:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"own-network tests cannot run under CI: {own.reason}")
+    pytest.skip(own.reason)
 
 
 @contextmanager

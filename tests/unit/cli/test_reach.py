@@ -12,6 +12,7 @@ from kanban.state.config import Profile
 from kanban.state.config_parse import parse_config
 from kanban.state.errors import ConfigError
 from kanban.state.sandbox_paths import network_text, reach, reach_lines
+from tests.support.sandbox import require_own_network
 from tests.unit.cli.conftest import Cli
 
 CONFIG = """
@@ -148,3 +149,22 @@ def test_a_stdio_server_in_the_board_folder_is_refused_at_load(tmp_path: Path) -
         parse_config(raw, board / "config.toml")  # unsandboxed: it starts where it is
     parse_config({"mcp": {"s": {"command": str(outside)}},
                   "profiles": {"p": {"toolsets": ["kanban", "mcp:s"]}}}, board / "config.toml")
+
+
+def test_a_network_says_whether_this_hosts_own_services_answer(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    require_own_network()
+    own = reach(Profile(sandbox="required", toolsets=("terminal",)))
+    shared = reach(Profile(sandbox="required", toolsets=("terminal",), reach_host=True))
+    assert reach_lines(own)[2] == ("network: on (its own: this host's own services do not "
+                                   "answer)")
+    assert shared["host_services"] and shared["reach_host"]
+    assert reach_lines(shared)[2] == ("network: on (the host's: its own services answer "
+                                      "too, reach_host)")
+    bwrap = tmp_path / "bwrap"
+    bwrap.write_text("#!/bin/sh\n")
+    bwrap.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # a bwrap, no slirp4netns
+    missing = reach(Profile(sandbox="required", toolsets=("terminal",)))
+    assert reach_lines(missing)[2] == ("network: on (the host's: its own services answer "
+                                       "too, no slirp4netns here)")

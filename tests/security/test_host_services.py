@@ -1,0 +1,198 @@
+"""Attacks on the host's own services from a card whose profile has a network (the default).
+
+A model that may use the network goes for what answers only on this machine: a board's
+PostgreSQL that trusts local connections, a database or an admin port on loopback, a
+service bound to the host's own address, the cloud's metadata service on a link-local
+address. The sandbox's network is its own (slirp4netns): other hosts answer, these do not.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from tests.security.conftest import Attack
+from tests.support.procs import wait_until
+from tests.support.sandbox import require_own_network
+
+PROFILE = ('toolsets = ["kanban", "terminal"]\napproval = "allow"\nsandbox = "required"\n'
+           'network = true\n')
+PYTHON = os.path.realpath(sys.executable)
+GREETING = "host-service-" + uuid.uuid4().hex
+# Tries each (host, port) given on the command line; prints what answered.
+KNOCK = r"""
+import socket, sys
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((host, int(port)))
+        print("CONNECTED", target, s.recv(100).decode(errors="replace"))
+    except OSError as exc:
+        print("refused", target, exc.errno)
+"""
+
+# The other host's service: listens on argv[1], prints its port, greets with argv[2].
+GREETER = r"""
+import socket, sys
+server = socket.create_server((sys.argv[1], 0))
+print(server.getsockname()[1], flush=True)
+while True:
+    conn, _ = server.accept()
+    conn.sendall(sys.argv[2].encode())
+    conn.close()
+"""
+
+
+class Listener:
+    """A TCP service on `host` that greets whoever connects, and counts them."""
+
+    def __init__(self, host: str) -> None:
+        self.sock = socket.create_server((host, 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                conn.sendall(GREETING.encode())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def host_address() -> str:
+    """This host's first address other than loopback."""
+    listed = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True,
+                            text=True, check=True).stdout
+    for line in listed.splitlines():
+        words = line.split()
+        address = words[words.index("inet") + 1].split("/")[0]
+        if not address.startswith("127."):
+            return address
+    pytest.skip("this host has no address but loopback")
+
+
+def knock(attack: Attack, targets: list[str]) -> str:
+    card, seen = attack.run([
+        ("terminal", {"command": f"{PYTHON} -c '{KNOCK}' {' '.join(targets)}"})])
+    assert attack.card(card)[0] == "done", seen
+    return seen[0]
+
+
+def test_the_hosts_own_services_do_not_answer_a_sandbox(attack: Attack) -> None:
+    require_own_network()
+    attack.configure(PROFILE)
+    local, exposed = Listener("127.0.0.1"), Listener("0.0.0.0")  # noqa: S104 - the target
+    address = host_address()
+    try:
+        with socket.create_connection((address, exposed.port), timeout=3):
+            pass  # the host itself reaches both
+        wait_until(lambda: exposed.accepted == 1, timeout=10, what="the host's own knock")
+        said = knock(attack, [f"127.0.0.1:{local.port}", f"10.0.2.2:{local.port}",
+                              f"{address}:{exposed.port}", f"127.0.0.1:{exposed.port}",
+                              "169.254.169.254:80", "127.0.0.1:5432", "10.0.2.2:5432",
+                              f"{address}:5432"])
+    finally:
+        local.close()
+        exposed.close()
+    assert "CONNECTED" not in said and GREETING not in said, said
+    assert said.count("refused") == 8, said
+    assert local.accepted == 0 and exposed.accepted == 1
+
+
+def test_another_host_still_answers(attack: Attack, other_host: tuple[str, int]) -> None:
+    """The network is not merely off: a service on another machine (a network namespace of
+    its own behind a veth pair, as a host on the LAN) answers through the sandbox's NAT."""
+    require_own_network()
+    attack.configure(PROFILE)
+    address, port = other_host
+    said = knock(attack, [f"{address}:{port}"])
+    assert f"CONNECTED {address}:{port} {GREETING}" in said, said
+
+
+def test_a_profile_that_reaches_the_host_says_so(attack: Attack) -> None:
+    """reach_host = true shares the host's network, as the worker's log says."""
+    require_own_network()
+    attack.configure(PROFILE + "reach_host = true\n")
+    local = Listener("127.0.0.1")
+    try:
+        said = knock(attack, [f"127.0.0.1:{local.port}"])
+    finally:
+        local.close()
+    assert f"CONNECTED 127.0.0.1:{local.port} {GREETING}" in said, said
+    log = "\n".join(f.read_text() for f in (attack.board.home / "logs").glob("*.log"))
+    assert "network on (the host's: reach_host)" in log, log
+
+
+@pytest.fixture
+def other_host() -> Iterator[tuple[str, int]]:
+    """(address, port) of a TCP service that greets with GREETING on 'another host'."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("another host's namespace needs root under CI")
+        pytest.skip("another host's namespace needs root")
+    with _namespace_host() as found:
+        yield found
+
+
+@contextmanager
+def _namespace_host() -> Iterator[tuple[str, int]]:
+    tag = uuid.uuid4().hex[:8]
+    name, ours, theirs = f"kbtest-{tag}", f"kbh{tag}", f"kbo{tag}"
+    net = f"198.19.{random.randrange(256)}.{4 * random.randrange(64)}"
+    base = net.rsplit(".", 1)[0] + "."
+    last = int(net.rsplit(".", 1)[1])
+    host_side, far_side = f"{base}{last + 1}", f"{base}{last + 2}"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    server = None
+    try:
+        ip("netns", "add", name)
+        ip("link", "add", ours, "type", "veth", "peer", "name", theirs)
+        ip("link", "set", theirs, "netns", name)
+        ip("addr", "add", f"{host_side}/30", "dev", ours)
+        ip("link", "set", ours, "up")
+        for args in (("addr", "add", f"{far_side}/30", "dev", theirs),
+                     ("link", "set", theirs, "up"), ("link", "set", "lo", "up")):
+            ip("netns", "exec", name, "ip", *args)
+        server = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", GREETER,
+                                   far_side, GREETING], stdout=subprocess.PIPE, text=True)
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        wait_until(lambda: _answers(far_side, port), timeout=10, what="the other host")
+        yield far_side, port
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+            if server.stdout is not None:
+                server.stdout.close()
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        subprocess.run(["ip", "link", "del", ours], capture_output=True)
+
+
+def _answers(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=1) as conn:
+            return conn.recv(100).decode() == GREETING
+    except OSError:
+        return False

@@ -1,0 +1,112 @@
+"""A sandbox's own network: the launcher passes the command's fate on, leaves nothing
+running, and never runs the command on a network that did not come up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kanban.tools.hostview import own_interpreter
+from kanban.tools.netns import check_own_network, gated, launcher
+from kanban.tools.runner import CommandSpec, PlainRunner
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+from tests.support.procs import wait_until
+from tests.support.sandbox import require_own_network
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    require_own_network()
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def run(workspace: Path, command: str, *, session: bool = False, timeout_s: float = 20.0,
+        own_network: bool = True) -> tuple[int | None, str, bool]:
+    policy = SandboxPolicy(writable=(workspace,), readable=own_interpreter(),
+                           own_network=own_network)
+    box = BwrapRunner(policy, PlainRunner(), session=session)
+    out = workspace.parent / "out.txt"
+    try:
+        result = box.run(CommandSpec.shell(command, cwd=workspace,
+                                           env={"PATH": os.environ["PATH"]}, output_path=out,
+                                           timeout_s=timeout_s))
+    finally:
+        box.close()
+    return result.exit_code, out.read_text(), result.timed_out
+
+
+def slirps() -> set[int]:
+    found = set()
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and Path(f"/proc/{name}/comm").read_text().strip() == "slirp4netns":
+                found.add(int(name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("session", [False, True])
+def test_the_commands_exit_code_and_output_pass_through(workspace: Path,
+                                                        session: bool) -> None:
+    code, text, _ = run(workspace, "ip -o -4 addr show tap0 | grep -c 10.0.2.100; exit 3",
+                        session=session)
+    assert (code, text) == (3, "1\n")
+
+
+def test_the_host_network_when_the_profile_reaches_the_host(workspace: Path) -> None:
+    code, text, _ = run(workspace, "ip -o link | grep -c tap0", own_network=False)
+    assert (code, text) == (1, "0\n")  # no tap0: the host's own links
+
+
+def test_a_timeout_ends_the_command_and_its_nat(workspace: Path) -> None:
+    before = slirps()
+    code, _, timed_out = run(workspace, "sleep 60", timeout_s=1.0)
+    assert timed_out and code is None
+    wait_until(lambda: not (slirps() - before), timeout=10, what="no slirp4netns left")
+
+
+def test_a_signal_that_ends_the_command_is_passed_on(workspace: Path) -> None:
+    """As bwrap alone says it (128 + the signal's number)."""
+    code, _, _ = run(workspace, "kill -TERM $$")
+    assert code == 128 + signal.SIGTERM
+    assert run(workspace, "kill -TERM $$", own_network=False)[0] == code
+
+
+def test_a_nat_that_does_not_start_stops_the_command_from_running(
+        workspace: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "slirp4netns").write_text("#!/bin/sh\necho 'no /dev/net/tun' >&2\nexit 1\n")
+    (fake / "slirp4netns").chmod(0o755)
+    for name in ("nsenter", "ip"):
+        (fake / name).symlink_to(f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists()
+                                 else f"/usr/sbin/{name}")
+    marker = workspace / "ran"
+    policy = SandboxPolicy(writable=(workspace,), readable=own_interpreter())
+    programs = (str(fake / "slirp4netns"), str(fake / "nsenter"), str(fake / "ip"))
+
+    wrapped = policy.wrap(["sh", "-c", f"touch {marker}"], workspace)
+    plain = SandboxPolicy(writable=(workspace,), readable=own_interpreter(),
+                          own_network=False).wrap(gated(["sh", "-c", f"touch {marker}"]),
+                                                  workspace)
+    assert wrapped[4:7] == launcher(programs, [])[:3]  # the policy takes its own network
+    proc = subprocess.run([*plain[:4], *launcher(programs, plain[4:])], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 126 and not marker.exists()
+    assert "the sandbox's own network did not start: slirp4netns ended" in proc.stderr
+
+
+def test_without_slirp4netns_the_host_network_is_said(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    own = check_own_network()
+    assert not own.available
+    assert own.reason.startswith("slirp4netns, nsenter, ip not installed"), own.reason
+    assert "shares the host's, its loopback services included" in own.reason

@@ -1,0 +1,205 @@
+"""A network of the sandbox's own: what `network = true` gives a sandboxed command.
+
+With the host's network a command reaches everything the host reaches, the host's own
+services included: a PostgreSQL board whose server trusts local connections, a Redis or an
+admin port on loopback, the cloud's metadata service (169.254.169.254, which hands out the
+machine's credentials). So a sandbox with a network gets a network namespace of its own,
+whose only way out is slirp4netns (user-mode NAT, as rootless containers use): other hosts
+answer as they would the host, but the host's loopback is refused (slirp4netns
+--disable-host-loopback), and routes inside the namespace prohibit the host's own
+addresses and link-local ones. The command holds no capability, so it cannot change them.
+
+Setting that up needs bwrap's sandbox pid before the command starts, so the wrapped command
+is a small launcher (`LAUNCHER`, this Python run isolated) that starts bwrap with
+--info-fd, attaches slirp4netns, adds the routes, then lets the command run (`gated`) and
+passes its exit status (or signal) on. Where slirp4netns, nsenter or ip is missing, or the
+probe fails, `check_own_network` says why and commands keep the host's network.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+PROBE_TIMEOUT_S = 10.0
+# Blocked inside the namespace beside the host's own addresses (read at each start):
+# link-local, where cloud metadata services answer.
+PROHIBITED = ("169.254.0.0/16",)
+# Inside, the command waits on this descriptor for the launcher's word that its network is
+# up (`gated`): a launcher that failed or was killed closes it unsaid, and the command never
+# runs (bwrap's own --block-fd would let it run on the end of file).
+GATE_FD = 8
+_GATE = (f'IFS= read -r go <&{GATE_FD} && [ "$go" = go ] || exit 126; exec {GATE_FD}<&-; '
+         'exec "$@"')
+
+# argv: slirp4netns, nsenter, ip, then bwrap's argv. Self-contained (`python -I -S`),
+# built-in modules only. Exit 126 with one line on stderr when the network cannot be made:
+# the command never runs on a network other than its own.
+LAUNCHER = r"""
+import os, sys, ctypes, _signal
+parent = os.getppid()
+libc = ctypes.CDLL(None)
+libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with our starter
+if os.getppid() != parent:
+    os._exit(126)
+slirp, nsenter, ip, bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+info_r, info_w = os.pipe()
+gate_r, gate_w = os.pipe()
+exit_r, exit_w = os.pipe()
+ready_r, ready_w = os.pipe()
+
+def start(argv, keep=(), stdin=None, out=None, gate=False, netns=None):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if netns is not None:  # CLONE_NEWNET
+                if libc.setns(os.open("/proc/%d/ns/net" % netns, os.O_RDONLY), 0x40000000):
+                    os._exit(126)
+            for fd in keep:
+                os.set_inheritable(fd, True)
+            if gate:
+                os.dup2(gate_r, __GATE_FD__)
+            if stdin is not None:
+                os.dup2(stdin, 0)
+            if out is not None:
+                os.dup2(out, 1)
+                os.dup2(out, 2)
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    return pid
+
+def fail(why, child):
+    # The command waits inside for a word on the gate: ended here, it never gets one.
+    sys.stderr.write("kanban: the sandbox's own network did not start: " + why + "\n")
+    sys.stderr.flush()
+    try:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    except OSError:
+        pass
+    os._exit(126)
+
+def status(pid):
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+child = start([bwrap[0], "--unshare-net", "--info-fd", str(info_w)] + bwrap[1:],
+              keep=(info_w,), gate=True)
+for fd in (info_w, gate_r):
+    os.close(fd)
+info = b""
+while b"}" not in info:
+    chunk = os.read(info_r, 4096)
+    if not chunk:
+        break
+    info += chunk
+os.close(info_r)
+try:
+    pid = int(info.split(b'"child-pid"', 1)[1].split(b":", 1)[1].split(b",")[0]
+              .split(b"}")[0].strip())
+except (IndexError, ValueError):
+    fail("bwrap did not start", child)
+own = os.stat("/proc/self/ns/user").st_ino != os.stat("/proc/%d/ns/user" % pid).st_ino
+null = os.open("/dev/null", os.O_WRONLY)
+nat = start([slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
+             "--enable-sandbox", "--enable-seccomp", "--ready-fd",
+             str(ready_w), "--exit-fd", str(exit_r)]
+            + (["--userns-path=/proc/%d/ns/user" % pid] if own else []) + [str(pid), "tap0"],
+            keep=(ready_w, exit_r), out=null)
+for fd in (ready_w, exit_r):
+    os.close(fd)
+if os.read(ready_r, 1) != b"1":
+    fail("slirp4netns ended", child)
+os.close(ready_r)
+# The host's own addresses (this namespace's local ones, as the kernel's routing trie
+# lists them) and link-local ones: prohibited inside
+routes, last = [p.encode() for p in __PROHIBITED__], b""
+with open("/proc/net/fib_trie", "rb") as trie:
+    for line in trie:
+        if b"|--" in line:
+            last = line.split()[-1]
+        elif b"/32 host LOCAL" in line and not last.startswith(b"127.") and \
+                last + b"/32" not in routes:
+            routes.append(last + b"/32")
+batch_r, batch_w = os.pipe()
+if own:  # a user namespace of bwrap's own: entered by nsenter, as its owner
+    router = start([nsenter, "--target", str(pid), "--net", "--user",
+                    "--preserve-credentials", ip, "-batch", "-"], stdin=batch_r, out=null)
+else:
+    router = start([ip, "-batch", "-"], stdin=batch_r, out=null, netns=pid)
+os.close(batch_r)
+os.write(batch_w, b"".join(b"route add prohibit " + r + b"\n" for r in routes))
+os.close(batch_w)
+if status(router) != 0:
+    fail("the namespace's routes could not be set", child)
+os.close(null)
+for number in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+    _signal.signal(number, lambda n, frame: os.kill(child, n))
+os.write(gate_w, b"go\n")
+os.close(gate_w)
+code = status(child)
+os.kill(nat, 9)  # its namespace is gone: nothing to finish. Not waited for: its exit tears
+# the namespace's device down (RCU grace periods, 15 ms and more); whoever adopts it reaps it
+if code < 0:
+    _signal.signal(-code, _signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+os._exit(code & 255)
+""".replace("__PROHIBITED__", repr(list(PROHIBITED))).replace("__GATE_FD__", str(GATE_FD))
+
+
+@dataclass(frozen=True)
+class OwnNetwork:
+    """Whether a sandbox can have a network of its own here, with the programs it takes."""
+
+    programs: tuple[str, str, str] | None  # slirp4netns, nsenter, ip (None: it cannot)
+    reason: str  # one line: what a sandbox with a network gets, or why not its own
+
+    @property
+    def available(self) -> bool:
+        return self.programs is not None
+
+
+def gated(argv: Sequence[str]) -> list[str]:
+    """`argv` run in the sandbox once the launcher says its network is up."""
+    return ["/bin/sh", "-c", _GATE, "sh", *argv]
+
+
+def launcher(programs: tuple[str, str, str], bwrap_argv: list[str]) -> list[str]:
+    """bwrap's argv (whose command is `gated`), run on a network of its own."""
+    return [os.path.realpath(sys.executable), "-I", "-S", "-c", LAUNCHER, *programs,
+            *bwrap_argv]
+
+
+def check_own_network(probe: Callable[[tuple[str, str, str]], list[str]] | None = None
+                      ) -> OwnNetwork:
+    """slirp4netns, nsenter and ip found on the absolute folders of PATH, and, given a way
+    to build a sandbox's argv on them (`probe`: one that runs `true`), one that starts."""
+    from kanban.tools.sandbox import trusted_program
+
+    found = tuple(trusted_program(name) for name in ("slirp4netns", "nsenter", "ip"))
+    missing = [name for name in found if not os.path.isabs(name)]
+    if missing:
+        return OwnNetwork(None, f"{', '.join(missing)} not installed (Debian: apt-get "
+                                "install slirp4netns); a sandbox with a network shares the "
+                                "host's, its loopback services included")
+    programs = (found[0], found[1], found[2])
+    if probe is not None:
+        try:
+            proc = subprocess.run(probe(programs), capture_output=True,
+                                  text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return OwnNetwork(None, f"a sandbox's own network does not start ({exc}); a "
+                                    "sandbox with a network shares the host's")
+        if proc.returncode != 0:
+            detail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+            return OwnNetwork(None, f"a sandbox's own network does not start ({detail}); a "
+                                    "sandbox with a network shares the host's")
+    return OwnNetwork(programs, "a network of its own (slirp4netns): other hosts, not this "
+                                "host's own services or link-local addresses")
+
+
+__all__ = ["GATE_FD", "LAUNCHER", "OwnNetwork", "PROHIBITED", "check_own_network", "gated",
+           "launcher"]
