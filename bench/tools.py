@@ -6,7 +6,8 @@ runner's process group, prlimit and timeout wrappers, output file, result text) 
 (confinement, atomic write, text checks, numbered lines) against pathlib's write and read.
 9.5 the same `terminal("true")` inside the bubblewrap sandbox a card gets (one per card,
 its exec server forking each command), against 9.1: the sandbox's cost per command (goal:
-within 2x). Skipped where bwrap cannot start.
+within 2x). 9.6 a sandbox's start on a network of its own against one on the host's.
+Skipped where bwrap (for 9.6, slirp4netns) cannot start.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from kanban.agent.types import ToolCall
 from kanban.state.config import Profile
 from kanban.tools.catalog import REGISTRY
 from kanban.tools.hostview import own_interpreter
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, check_sandbox
+from kanban.tools.runner import CommandSpec
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, check_sandbox, own_network
 from kanban.tools.workbench import Workbench, command_env
 
 CALLS = {"full": 300, "quick": 100, "smoke": 5}
@@ -73,7 +75,8 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
         base += timed(bare, count // 3 or 1)
     file_ms, bare_file_ms = timed(files, count), timed(bare_files, count)
     return [*_rows(term, base, file_ms, bare_file_ms, count),
-            *_sandboxed(work, workspace, count, median(term))]
+            *_sandboxed(work, workspace, count, median(term)),
+            *_own_network(workspace, max(5, count // 10))]
 
 
 def _sandboxed(work: Path, workspace: Path, count: int, plain_ms: float) -> list[Row]:
@@ -98,6 +101,26 @@ def _sandboxed(work: Path, workspace: Path, count: int, plain_ms: float) -> list
     return [Row("9.5", "terminal tool round trip in the sandbox (`true`)", "ms",
                 median(samples), plain_ms, "9.1 (plain runner)", Goal("ratio", "<=", 2.0),
                 f"median of {len(samples)} calls: one bwrap per card, network off, system view")]
+
+
+def _own_network(workspace: Path, count: int) -> list[Row]:
+    """9.6: a sandbox started for one command (`true`) on a network of its own (slirp4netns,
+    the routes that keep this host's services out), against one on the host's network: what
+    `network = true` adds to each card's sandbox, MCP server, and to each command where the
+    card's shared sandbox is gone."""
+    if not check_sandbox().available or not own_network().available:
+        return []
+    runs = {}
+    for own in (False, True):
+        policy = SandboxPolicy(writable=(workspace,), readable=own_interpreter(),
+                               own_network=own)
+        runner = BwrapRunner(policy, session=False)
+        spec = CommandSpec.shell("true", cwd=workspace, env={"PATH": os.environ["PATH"]},
+                                 output_path=workspace.parent / "own-network.out", timeout_s=30.0)
+        runs[own] = timed(lambda runner=runner, spec=spec: runner.run(spec), count)
+    return [Row("9.6", "a sandbox's start, network of its own (`true`)", "ms",
+                median(runs[True]), median(runs[False]), "the same on the host's network",
+                None, f"median of {count} starts: a bwrap per command, no shared sandbox")]
 
 
 def _rows(term: list[float], base: list[float], file_ms: list[float],

@@ -11,7 +11,7 @@ import fnmatch
 import os
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +105,13 @@ def runs_commands(profile: Any) -> bool:
     return any(t == "terminal" or t.startswith("mcp:") for t in profile.toolsets)
 
 
-def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
-    """What a card of `profile` can read and write and its network, as `--json` shows it."""
-    network = network_value(profile.network)
+def reach(profile: Any, *, own_network: Callable[[], bool], card_home: Path | None = None,
+          network: object = None, reach_host: bool | None = None) -> dict[str, Any]:
+    """What a card of `profile` can read and write and its network, as `--json` shows it.
+    `network`, `reach_host`: the card's own (its delegating cards' profiles narrow them);
+    `own_network`: whether a sandbox's network can be its own here (asked only when it
+    matters: kanban.tools.sandbox.own_network_here)."""
+    network = network_value(profile.network if network is None else network)
     if profile.sandbox == "off" or (profile.sandbox == "auto" and shutil.which("bwrap") is None):
         data = {"sandbox": profile.sandbox, "read": ["whatever the dispatcher's user can read"],
                 "write": ["whatever the dispatcher's user can write"], "network": network,
@@ -121,11 +125,10 @@ def reach(profile: Any, *, card_home: Path | None = None) -> dict[str, Any]:
     read = [*system, "/tmp (private)", own, "kanban's Python and its MCP servers' programs",
             *profile.sandbox_read]
     write = ["the card's workspace", "/tmp (private)", own, *profile.sandbox_write]
-    # With a network, do this host's own services answer? Not in a network of its own,
-    # which needs slirp4netns (kanban.tools.netns): a look at PATH, not a sandbox's start.
-    shares = network is True and (profile.reach_host or shutil.which("slirp4netns") is None)
+    host = profile.reach_host if reach_host is None else reach_host
+    shares = network is True and (host or not own_network())
     return {"sandbox": profile.sandbox, "read": read, "write": write, "network": network,
-            "host_services": shares, "reach_host": bool(profile.reach_host)}
+            "host_services": shares, "reach_host": bool(host)}
 
 
 def reach_lines(data: dict[str, Any]) -> list[str]:
@@ -138,7 +141,8 @@ def reach_lines(data: dict[str, Any]) -> list[str]:
             " for the web tools; commands are not held to it"
     if data["network"] is True and not why:
         network += (" (the host's: its own services answer too, "
-                    + ("reach_host" if data.get("reach_host") else "no slirp4netns here") + ")"
+                    + ("reach_host" if data.get("reach_host") else
+                       "no network of its own on this host") + ")"
                     if data.get("host_services") else
                     " (its own: this host's own services do not answer)")
     return [f"reads: {', '.join(data['read'])}{unsandboxed}",

@@ -28,18 +28,21 @@ PROBE_TIMEOUT_S = 10.0
 # Blocked inside the namespace beside the host's own addresses (read at each start):
 # link-local, where cloud metadata services answer.
 PROHIBITED = ("169.254.0.0/16",)
-# Inside, the command waits on this descriptor for the launcher's word that its network is
-# up (`gated`): a launcher that failed or was killed closes it unsaid, and the command never
-# runs (bwrap's own --block-fd would let it run on the end of file).
-GATE_FD = 8
-_GATE = (f'IFS= read -r go <&{GATE_FD} && [ "$go" = go ] || exit 126; exec {GATE_FD}<&-; '
+# Inside, first word on UP_FD that bwrap's own set-up is done (it brings the namespace's
+# loopback up: the launcher's routes and slirp4netns meanwhile made it fail, "loopback:
+# Failed RTM_NEWADDR"); then the command waits on GATE_FD for the launcher's word that the
+# network is up (`gated`). A launcher that failed or was killed closes it unsaid, and the
+# command never runs (bwrap's own --block-fd would let it run on the end of file).
+UP_FD, GATE_FD = 7, 8
+_GATE = (f'echo up >&{UP_FD}; exec {UP_FD}>&-; '
+         f'IFS= read -r go <&{GATE_FD} && [ "$go" = go ] || exit 126; exec {GATE_FD}<&-; '
          'exec "$@"')
 
 # argv: slirp4netns, nsenter, ip, then bwrap's argv. Self-contained (`python -I -S`),
 # built-in modules only. Exit 126 with one line on stderr when the network cannot be made:
 # the command never runs on a network other than its own.
 LAUNCHER = r"""
-import os, sys, ctypes, _signal
+import os, sys, ctypes, fcntl, _signal
 parent = os.getppid()
 libc = ctypes.CDLL(None)
 libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with our starter
@@ -47,6 +50,7 @@ if os.getppid() != parent:
     os._exit(126)
 slirp, nsenter, ip, bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 info_r, info_w = os.pipe()
+up_r, up_w = os.pipe()
 gate_r, gate_w = os.pipe()
 exit_r, exit_w = os.pipe()
 ready_r, ready_w = os.pipe()
@@ -60,8 +64,11 @@ def start(argv, keep=(), stdin=None, out=None, gate=False, netns=None):
                     os._exit(126)
             for fd in keep:
                 os.set_inheritable(fd, True)
-            if gate:
-                os.dup2(gate_r, __GATE_FD__)
+            if gate:  # (through copies above both: a pipe may sit on either number)
+                up = fcntl.fcntl(up_w, fcntl.F_DUPFD, 10)
+                gate_in = fcntl.fcntl(gate_r, fcntl.F_DUPFD, 10)
+                os.dup2(up, __UP_FD__)
+                os.dup2(gate_in, __GATE_FD__)
             if stdin is not None:
                 os.dup2(stdin, 0)
             if out is not None:
@@ -88,7 +95,7 @@ def status(pid):
 
 child = start([bwrap[0], "--unshare-net", "--info-fd", str(info_w)] + bwrap[1:],
               keep=(info_w,), gate=True)
-for fd in (info_w, gate_r):
+for fd in (info_w, up_w, gate_r):
     os.close(fd)
 info = b""
 while b"}" not in info:
@@ -102,6 +109,9 @@ try:
               .split(b"}")[0].strip())
 except (IndexError, ValueError):
     fail("bwrap did not start", child)
+if os.read(up_r, 3) != b"up\n":  # bwrap's set-up done, the command's gate reached
+    fail("bwrap did not start", child)
+os.close(up_r)
 own = os.stat("/proc/self/ns/user").st_ino != os.stat("/proc/%d/ns/user" % pid).st_ino
 null = os.open("/dev/null", os.O_WRONLY)
 nat = start([slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
@@ -114,15 +124,15 @@ for fd in (ready_w, exit_r):
 if os.read(ready_r, 1) != b"1":
     fail("slirp4netns ended", child)
 os.close(ready_r)
-# The host's own addresses (this namespace's local ones, as the kernel's routing trie
-# lists them) and link-local ones: prohibited inside
+# The host's own addresses and broadcast ones (this namespace's, as the kernel's routing
+# trie lists them) and link-local ones: prohibited inside
 routes, last = [p.encode() for p in __PROHIBITED__], b""
 with open("/proc/net/fib_trie", "rb") as trie:
     for line in trie:
         if b"|--" in line:
             last = line.split()[-1]
-        elif b"/32 host LOCAL" in line and not last.startswith(b"127.") and \
-                last + b"/32" not in routes:
+        elif (b"/32 host LOCAL" in line or b"/32 link BROADCAST" in line) and \
+                not last.startswith(b"127.") and last + b"/32" not in routes:
             routes.append(last + b"/32")
 batch_r, batch_w = os.pipe()
 if own:  # a user namespace of bwrap's own: entered by nsenter, as its owner
@@ -147,7 +157,8 @@ if code < 0:
     _signal.signal(-code, _signal.SIG_DFL)
     os.kill(os.getpid(), -code)
 os._exit(code & 255)
-""".replace("__PROHIBITED__", repr(list(PROHIBITED))).replace("__GATE_FD__", str(GATE_FD))
+""".replace("__PROHIBITED__", repr(list(PROHIBITED))).replace("__GATE_FD__", str(GATE_FD)) \
+    .replace("__UP_FD__", str(UP_FD))
 
 
 @dataclass(frozen=True)
@@ -173,13 +184,15 @@ def launcher(programs: tuple[str, str, str], bwrap_argv: list[str]) -> list[str]
             *bwrap_argv]
 
 
-def check_own_network(probe: Callable[[tuple[str, str, str]], list[str]] | None = None
-                      ) -> OwnNetwork:
-    """slirp4netns, nsenter and ip found on the absolute folders of PATH, and, given a way
-    to build a sandbox's argv on them (`probe`: one that runs `true`), one that starts."""
-    from kanban.tools.sandbox import trusted_program
+PROGRAMS = ("slirp4netns", "nsenter", "ip")
 
-    found = tuple(trusted_program(name) for name in ("slirp4netns", "nsenter", "ip"))
+
+def check_own_network(found: Sequence[str],
+                      probe: Callable[[tuple[str, str, str]], list[str]] | None = None
+                      ) -> OwnNetwork:
+    """Given where PROGRAMS were found (a bare name: nowhere), whether they are all there,
+    and, given a way to build a sandbox's argv on them (`probe`: one that runs `true`), one
+    that starts."""
     missing = [name for name in found if not os.path.isabs(name)]
     if missing:
         return OwnNetwork(None, f"{', '.join(missing)} not installed (Debian: apt-get "
@@ -201,5 +214,5 @@ def check_own_network(probe: Callable[[tuple[str, str, str]], list[str]] | None 
                                 "host's own services or link-local addresses")
 
 
-__all__ = ["GATE_FD", "LAUNCHER", "OwnNetwork", "PROHIBITED", "check_own_network", "gated",
-           "launcher"]
+__all__ = ["GATE_FD", "LAUNCHER", "PROGRAMS", "PROHIBITED", "UP_FD", "OwnNetwork",
+           "check_own_network", "gated", "launcher"]

@@ -19,12 +19,12 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kanban.tools.hostview import SystemView, own_interpreter, system_view
-from kanban.tools.netns import OwnNetwork, check_own_network, gated, launcher
+from kanban.tools.netns import PROGRAMS, OwnNetwork, check_own_network, gated, launcher
 from kanban.tools.runner import MAX_PROCESSES, CommandResult, CommandSpec, PlainRunner
 from kanban.tools.sandbox_session import SandboxSession
 from kanban.tools.sandbox_watch import watched
@@ -258,6 +258,19 @@ class BwrapRunner:
             session.close()
 
 
+def offline(runner: object) -> Callable[[Sequence[str], Path], list[str]]:
+    """How `runner` starts a command of kanban's own that needs no network (git on a
+    card's worktree): in the card's sandbox without one, where it has a sandbox (a network
+    proxy's bridge or a network namespace of the card's own would only cost time)."""
+    inner = runner
+    for _ in range(4):  # ProxiedRunner / CountedRunner around a BwrapRunner
+        if isinstance(inner, BwrapRunner):
+            bwrap, policy = inner.bwrap, replace(inner.policy, network=False, proxy_socket=None)
+            return lambda argv, cwd: policy.wrap(argv, cwd, bwrap)
+        inner = getattr(inner, "inner", None)
+    return runner.wrap  # type: ignore[attr-defined]
+
+
 def interpreter_visible(policy: SandboxPolicy) -> bool:
     """Whether this Python (what the session's server runs on) is readable in the sandbox."""
     shown = (*policy.system.binds, *policy.readable, *policy.writable)
@@ -276,7 +289,14 @@ def own_network(bwrap: str = "bwrap") -> OwnNetwork:
                                                                    bwrap)
         return [*plain[:4], *launcher(programs, plain[4:])]  # inside the same /bin/sh launch
 
-    return check_own_network(probe)
+    return check_own_network([trusted_program(name) for name in PROGRAMS], probe)
+
+
+def own_network_here() -> bool:
+    """Whether a card's sandbox with a network gets one of its own on this host, as a worker
+    here would find (tried once per process, and only where bwrap and slirp4netns are)."""
+    return (shutil.which("slirp4netns") is not None and check_sandbox().available
+            and own_network().available)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from kanban.tools.delegate import LeadScope
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.registry import Toolbox
 from kanban.tools.runner import Runner
-from kanban.tools.sandbox import BwrapRunner
+from kanban.tools.sandbox import BwrapRunner, offline
 from kanban.tools.scope import WorkerScope
 from kanban.tools.workbench import Workbench
 from kanban.worker import gates
@@ -290,7 +290,7 @@ def _worktree_note(workspace: Workspace, card_id: int, title: str, runner: Runne
 
         try:
             described = worktree.finish(workspace, f"kanban #{card_id}: {title}",
-                                        wrap=runner.wrap)
+                                        wrap=offline(runner))
             worktree.remember_tip(workspace, home)
         except KanbanError as exc:
             described = f"Workspace: git worktree {workspace.path}; could not commit: {exc}"

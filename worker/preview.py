@@ -18,9 +18,11 @@ from kanban.attachments import Attachments
 from kanban.service import Kanban
 from kanban.state.config import Config
 from kanban.state.sandbox_paths import card_home_path, reach
+from kanban.tools.sandbox import own_network_here
 from kanban.tools.scope import WorkerScope
 from kanban.worker.plan import WorkerPlan, preview_run, toolbox_for
 from kanban.worker.redact import MASK, redact, secrets_in
+from kanban.worker.sandboxing import card_network, card_reaches_host
 
 CLAIM_TOKEN = "(a fresh token at each claim)"
 RUN_ID = "(the run's id at each claim)"
@@ -90,8 +92,10 @@ def preview_worker(kb: Kanban, card_id: int, config: Config, env: Mapping[str, s
     masked_env = {k: _mask_variable(k, v, preview) for k, v in sorted(environment.items())}
     url = endpoint_for(plan.model, base_url=plan.profile.base_url, env=environment)
     return WorkerPreview(plan, tools, masked_env, config.limits.lease_s, secrets,
-                         reach(plan.profile,
-                               card_home=card_home_path(home, card.board, card.id)),
+                         reach(plan.profile, own_network=own_network_here,
+                               card_home=card_home_path(home, card.board, card.id),
+                               network=card_network(kb, card, plan.profile, config),
+                               reach_host=card_reaches_host(kb, card, plan.profile, config)),
                          endpoint=endpoint_label(url) if url else None)
 
 

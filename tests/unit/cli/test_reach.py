@@ -12,6 +12,7 @@ from kanban.state.config import Profile
 from kanban.state.config_parse import parse_config
 from kanban.state.errors import ConfigError
 from kanban.state.sandbox_paths import network_text, reach, reach_lines
+from kanban.tools.sandbox import own_network_here
 from tests.support.sandbox import require_own_network
 from tests.unit.cli.conftest import Cli
 
@@ -92,7 +93,8 @@ def test_a_host_list_network_renders_as_its_hosts() -> None:
     assert network_text(["pypi.org", "*.pythonhosted.org"]) == \
         "only pypi.org, *.pythonhosted.org"
     assert network_text(True) == "on" and network_text(False).startswith("off")
-    unsandboxed = reach(Profile(sandbox="off", toolsets=("terminal",)))
+    unsandboxed = reach(Profile(sandbox="off", toolsets=("terminal",)),
+                        own_network=own_network_here)
     assert unsandboxed["network"] is True
     assert "unsandboxed" in reach_lines(unsandboxed)[0]
 
@@ -154,8 +156,10 @@ def test_a_stdio_server_in_the_board_folder_is_refused_at_load(tmp_path: Path) -
 def test_a_network_says_whether_this_hosts_own_services_answer(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     require_own_network()
-    own = reach(Profile(sandbox="required", toolsets=("terminal",)))
-    shared = reach(Profile(sandbox="required", toolsets=("terminal",), reach_host=True))
+    own = reach(Profile(sandbox="required", toolsets=("terminal",)),
+                own_network=own_network_here)
+    shared = reach(Profile(sandbox="required", toolsets=("terminal",), reach_host=True),
+                   own_network=own_network_here)
     assert reach_lines(own)[2] == ("network: on (its own: this host's own services do not "
                                    "answer)")
     assert shared["host_services"] and shared["reach_host"]
@@ -165,6 +169,7 @@ def test_a_network_says_whether_this_hosts_own_services_answer(
     bwrap.write_text("#!/bin/sh\n")
     bwrap.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))  # a bwrap, no slirp4netns
-    missing = reach(Profile(sandbox="required", toolsets=("terminal",)))
+    missing = reach(Profile(sandbox="required", toolsets=("terminal",)),
+                    own_network=own_network_here)
     assert reach_lines(missing)[2] == ("network: on (the host's: its own services answer "
-                                       "too, no slirp4netns here)")
+                                       "too, no network of its own on this host)")

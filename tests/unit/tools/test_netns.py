@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kanban.tools.hostview import own_interpreter
-from kanban.tools.netns import check_own_network, gated, launcher
+from kanban.tools.netns import PROGRAMS, check_own_network, gated, launcher
 from kanban.tools.runner import CommandSpec, PlainRunner
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, trusted_program
 from tests.support.procs import wait_until
 from tests.support.sandbox import require_own_network
 
@@ -106,7 +106,7 @@ def test_a_nat_that_does_not_start_stops_the_command_from_running(
 def test_without_slirp4netns_the_host_network_is_said(monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    own = check_own_network()
+    own = check_own_network([trusted_program(name) for name in PROGRAMS])
     assert not own.available
     assert own.reason.startswith("slirp4netns, nsenter, ip not installed"), own.reason
     assert "shares the host's, its loopback services included" in own.reason
