@@ -12,7 +12,7 @@ addresses and link-local ones. The command holds no capability, so it cannot cha
 Setting that up needs bwrap's sandbox pid before the command starts, so the wrapped command
 is a small launcher (`LAUNCHER`, this Python run isolated) that starts bwrap with
 --info-fd, attaches slirp4netns, adds the routes, then lets the command run (`gated`) and
-passes its exit status (or signal) on. Where slirp4netns, nsenter or ip is missing, or the
+passes its exit status (or signal) on. Where slirp4netns or ip is missing, or the
 probe fails, `check_own_network` says why and commands keep the host's network.
 """
 
@@ -38,7 +38,7 @@ _GATE = (f'echo up >&{UP_FD}; exec {UP_FD}>&-; '
          f'IFS= read -r go <&{GATE_FD} && [ "$go" = go ] || exit 126; exec {GATE_FD}<&-; '
          'exec "$@"')
 
-# argv: slirp4netns, nsenter, ip, then bwrap's argv. Self-contained (`python -I -S`),
+# argv: slirp4netns, ip, then bwrap's argv. Self-contained (`python -I -S`),
 # built-in modules only. Exit 126 with one line on stderr when the network cannot be made:
 # the command never runs on a network other than its own.
 LAUNCHER = r"""
@@ -48,7 +48,7 @@ libc = ctypes.CDLL(None)
 libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with our starter
 if os.getppid() != parent:
     os._exit(126)
-slirp, nsenter, ip, bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+slirp, ip, bwrap = sys.argv[1], sys.argv[2], sys.argv[3:]
 info_r, info_w = os.pipe()
 up_r, up_w = os.pipe()
 gate_r, gate_w = os.pipe()
@@ -112,13 +112,16 @@ except (IndexError, ValueError):
 if os.read(up_r, 3) != b"up\n":  # bwrap's set-up done, the command's gate reached
     fail("bwrap did not start", child)
 os.close(up_r)
-own = os.stat("/proc/self/ns/user").st_ino != os.stat("/proc/%d/ns/user" % pid).st_ino
+if os.stat("/proc/self/ns/user").st_ino != os.stat("/proc/%d/ns/user" % pid).st_ino:
+    # Not root: bwrap's namespaces belong to a user namespace of its own, which maps no
+    # root for slirp4netns to enter its network as
+    fail("bwrap made a user namespace of its own (not root), which slirp4netns cannot "
+         "enter", child)
 null = os.open("/dev/null", os.O_WRONLY)
 nat = start([slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
              "--enable-sandbox", "--enable-seccomp", "--ready-fd",
              str(ready_w), "--exit-fd", str(exit_r)]
-            + (["--userns-path=/proc/%d/ns/user" % pid] if own else []) + [str(pid), "tap0"],
-            keep=(ready_w, exit_r), out=null)
+            + [str(pid), "tap0"], keep=(ready_w, exit_r), out=null)
 for fd in (ready_w, exit_r):
     os.close(fd)
 if os.read(ready_r, 1) != b"1":
@@ -135,11 +138,7 @@ with open("/proc/net/fib_trie", "rb") as trie:
                 not last.startswith(b"127.") and last + b"/32" not in routes:
             routes.append(last + b"/32")
 batch_r, batch_w = os.pipe()
-if own:  # a user namespace of bwrap's own: entered by nsenter, as its owner
-    router = start([nsenter, "--target", str(pid), "--net", "--user",
-                    "--preserve-credentials", ip, "-batch", "-"], stdin=batch_r, out=null)
-else:
-    router = start([ip, "-batch", "-"], stdin=batch_r, out=null, netns=pid)
+router = start([ip, "-batch", "-"], stdin=batch_r, out=null, netns=pid)
 os.close(batch_r)
 os.write(batch_w, b"".join(b"route add prohibit " + r + b"\n" for r in routes))
 os.close(batch_w)
@@ -165,7 +164,7 @@ os._exit(code & 255)
 class OwnNetwork:
     """Whether a sandbox can have a network of its own here, with the programs it takes."""
 
-    programs: tuple[str, str, str] | None  # slirp4netns, nsenter, ip (None: it cannot)
+    programs: tuple[str, str] | None  # slirp4netns, ip (None: it cannot)
     reason: str  # one line: what a sandbox with a network gets, or why not its own
 
     @property
@@ -178,17 +177,17 @@ def gated(argv: Sequence[str]) -> list[str]:
     return ["/bin/sh", "-c", _GATE, "sh", *argv]
 
 
-def launcher(programs: tuple[str, str, str], bwrap_argv: list[str]) -> list[str]:
+def launcher(programs: tuple[str, str], bwrap_argv: list[str]) -> list[str]:
     """bwrap's argv (whose command is `gated`), run on a network of its own."""
     return [os.path.realpath(sys.executable), "-I", "-S", "-c", LAUNCHER, *programs,
             *bwrap_argv]
 
 
-PROGRAMS = ("slirp4netns", "nsenter", "ip")
+PROGRAMS = ("slirp4netns", "ip")
 
 
 def check_own_network(found: Sequence[str],
-                      probe: Callable[[tuple[str, str, str]], list[str]] | None = None
+                      probe: Callable[[tuple[str, str]], list[str]] | None = None
                       ) -> OwnNetwork:
     """Given where PROGRAMS were found (a bare name: nowhere), whether they are all there,
     and, given a way to build a sandbox's argv on them (`probe`: one that runs `true`), one
@@ -198,7 +197,7 @@ def check_own_network(found: Sequence[str],
         return OwnNetwork(None, f"{', '.join(missing)} not installed (Debian: apt-get "
                                 "install slirp4netns); a sandbox with a network shares the "
                                 "host's, its loopback services included")
-    programs = (found[0], found[1], found[2])
+    programs = (found[0], found[1])
     if probe is not None:
         try:
             proc = subprocess.run(probe(programs), capture_output=True,

@@ -284,7 +284,7 @@ def interpreter_visible(policy: SandboxPolicy) -> bool:
 def own_network(bwrap: str = "bwrap") -> OwnNetwork:
     """Whether a sandbox with a network gets one of its own here (tried once: a sandbox
     that runs `true` on it)."""
-    def probe(programs: tuple[str, str, str]) -> list[str]:
+    def probe(programs: tuple[str, str]) -> list[str]:
         plain = SandboxPolicy(writable=(), own_network=False).wrap(gated(["true"]), Path("/"),
                                                                    bwrap)
         return [*plain[:4], *launcher(programs, plain[4:])]  # inside the same /bin/sh launch
