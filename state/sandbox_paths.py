@@ -131,6 +131,14 @@ def reach(profile: Any, *, own_network: Callable[[], bool], card_home: Path | No
             "host_services": shares, "reach_host": bool(host)}
 
 
+def own_network_likely() -> bool:
+    """Whether a worker here would give a sandbox a network of its own, as `kanban status`
+    tells without starting one (it loads no runtime): run as root, with bwrap, slirp4netns
+    and ip installed and /dev/net/tun there. `kanban context` and the worker try it."""
+    return (os.geteuid() == 0 and os.path.exists("/dev/net/tun")
+            and all(shutil.which(name) for name in ("bwrap", "slirp4netns", "ip")))
+
+
 def reach_lines(data: dict[str, Any]) -> list[str]:
     """`reach`'s answer as three lines: reads, writes, network."""
     why = "sandbox = \"off\"" if data["sandbox"] == "off" else data.get("unsandboxed")

@@ -28,15 +28,15 @@ PROBE_TIMEOUT_S = 10.0
 # Blocked inside the namespace beside the host's own addresses (read at each start):
 # link-local, where cloud metadata services answer.
 PROHIBITED = ("169.254.0.0/16",)
-# Inside, first word on UP_FD that bwrap's own set-up is done (it brings the namespace's
-# loopback up: the launcher's routes and slirp4netns meanwhile made it fail, "loopback:
-# Failed RTM_NEWADDR"); then the command waits on GATE_FD for the launcher's word that the
-# network is up (`gated`). A launcher that failed or was killed closes it unsaid, and the
-# command never runs (bwrap's own --block-fd would let it run on the end of file).
-UP_FD, GATE_FD = 7, 8
-_GATE = (f'echo up >&{UP_FD}; exec {UP_FD}>&-; '
-         f'IFS= read -r go <&{GATE_FD} && [ "$go" = go ] || exit 126; exec {GATE_FD}<&-; '
-         'exec "$@"')
+# Inside, first word on one descriptor that bwrap's own set-up is done (it brings the
+# namespace's loopback up: the launcher's routes and slirp4netns meanwhile made it fail,
+# "loopback: Failed RTM_NEWADDR"); then the command waits on another for the launcher's word
+# that the network is up (`gated`). A launcher that failed or was killed closes it unsaid,
+# and the command never runs (bwrap's own --block-fd would let it run on the end of file).
+# The launcher picks both numbers among those free in it, and writes them in for @UP@ and
+# @GO@: a fixed number could be a descriptor passed through (a shared sandbox's socket).
+_GATE = ('echo up >&@UP@; exec @UP@>&-; '
+         'IFS= read -r go <&@GO@ && [ "$go" = go ] || exit 126; exec @GO@<&-; exec "$@"')
 
 # argv: slirp4netns, ip, then bwrap's argv. Self-contained (`python -I -S`),
 # built-in modules only. Exit 126 with one line on stderr when the network cannot be made:
@@ -49,13 +49,21 @@ libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with our starter
 if os.getppid() != parent:
     os._exit(126)
 slirp, ip, bwrap = sys.argv[1], sys.argv[2], sys.argv[3:]
-info_r, info_w = os.pipe()
-up_r, up_w = os.pipe()
-gate_r, gate_w = os.pipe()
-exit_r, exit_w = os.pipe()
-ready_r, ready_w = os.pipe()
 
-def start(argv, keep=(), stdin=None, out=None, gate=False, netns=None):
+def pipe():  # above 9: the numbers below are left to what was passed through, and the gate
+    ends = os.pipe()
+    moved = [fcntl.fcntl(end, fcntl.F_DUPFD_CLOEXEC, 10) for end in ends]
+    for end in ends:
+        os.close(end)
+    return moved
+
+info_r, info_w = pipe()
+up_r, up_w = pipe()
+gate_r, gate_w = pipe()
+exit_r, exit_w = pipe()
+ready_r, ready_w = pipe()
+
+def start(argv, keep=(), stdin=None, out=None, gate=None, netns=None):
     pid = os.fork()
     if pid == 0:
         try:
@@ -64,11 +72,9 @@ def start(argv, keep=(), stdin=None, out=None, gate=False, netns=None):
                     os._exit(126)
             for fd in keep:
                 os.set_inheritable(fd, True)
-            if gate:  # (through copies above both: a pipe may sit on either number)
-                up = fcntl.fcntl(up_w, fcntl.F_DUPFD, 10)
-                gate_in = fcntl.fcntl(gate_r, fcntl.F_DUPFD, 10)
-                os.dup2(up, __UP_FD__)
-                os.dup2(gate_in, __GATE_FD__)
+            if gate:  # onto numbers free here: nothing passed through is lost
+                os.dup2(up_w, gate[0])
+                os.dup2(gate_r, gate[1])
             if stdin is not None:
                 os.dup2(stdin, 0)
             if out is not None:
@@ -83,18 +89,25 @@ def fail(why, child):
     # The command waits inside for a word on the gate: ended here, it never gets one.
     sys.stderr.write("kanban: the sandbox's own network did not start: " + why + "\n")
     sys.stderr.flush()
-    try:
-        os.kill(child, 9)
-        os.waitpid(child, 0)
-    except OSError:
-        pass
+    if child:
+        try:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+        except OSError:
+            pass
     os._exit(126)
 
 def status(pid):
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
+used = set(int(n) for n in os.listdir("/proc/self/fd"))
+numbers = [n for n in range(3, 10) if n not in used][:2]  # the shell takes one digit
+if len(numbers) < 2:
+    fail("no two descriptors below 10 are free for the command's gate", None)
+at = next(i for i, a in enumerate(bwrap) if a.startswith("echo up >&@UP@"))
+bwrap[at] = bwrap[at].replace("@UP@", str(numbers[0])).replace("@GO@", str(numbers[1]))
 child = start([bwrap[0], "--unshare-net", "--info-fd", str(info_w)] + bwrap[1:],
-              keep=(info_w,), gate=True)
+              keep=(info_w,), gate=numbers)
 for fd in (info_w, up_w, gate_r):
     os.close(fd)
 info = b""
@@ -156,8 +169,7 @@ if code < 0:
     _signal.signal(-code, _signal.SIG_DFL)
     os.kill(os.getpid(), -code)
 os._exit(code & 255)
-""".replace("__PROHIBITED__", repr(list(PROHIBITED))).replace("__GATE_FD__", str(GATE_FD)) \
-    .replace("__UP_FD__", str(UP_FD))
+""".replace("__PROHIBITED__", repr(list(PROHIBITED)))
 
 
 @dataclass(frozen=True)
@@ -213,5 +225,5 @@ def check_own_network(found: Sequence[str],
                                 "host's own services or link-local addresses")
 
 
-__all__ = ["GATE_FD", "LAUNCHER", "PROGRAMS", "PROHIBITED", "UP_FD", "OwnNetwork",
-           "check_own_network", "gated", "launcher"]
+__all__ = ["LAUNCHER", "PROGRAMS", "PROHIBITED", "OwnNetwork", "check_own_network", "gated",
+           "launcher"]

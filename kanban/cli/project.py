@@ -100,14 +100,13 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 def profiles_reach(ctx: click.Context) -> dict[str, Any]:
     """What a card of each profile that runs commands can read, write and reach."""
-    from kanban.state.sandbox_paths import reach, runs_commands
-    from kanban.tools.sandbox import own_network_here
+    from kanban.state.sandbox_paths import own_network_likely, reach, runs_commands
 
     try:
         config = config_of(ctx)
     except ConfigError:  # said by the config check; the counts still show
         return {}
-    return {name: reach(p, own_network=own_network_here)
+    return {name: reach(p, own_network=own_network_likely)
             for name, p in sorted(config.profiles.items()) if runs_commands(p)}
 
 

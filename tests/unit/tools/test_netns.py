@@ -108,3 +108,34 @@ def test_without_slirp4netns_the_host_network_is_said(monkeypatch: pytest.Monkey
     assert not own.available
     assert own.reason.startswith("slirp4netns, ip not installed"), own.reason
     assert "shares the host's, its loopback services included" in own.reason
+
+
+def test_descriptors_passed_through_reach_the_command_whatever_their_numbers(
+        workspace: Path, tmp_path: Path) -> None:
+    """A shared sandbox's socket is passed to its server at whatever number the worker had
+    it: the launcher's own descriptors never land on one (a fixed 7 and 8 did, and the
+    shared sandbox silently failed to start)."""
+    note = tmp_path / "note.txt"
+    note.write_text("passed\n")
+    policy = SandboxPolicy(writable=(workspace,), readable=own_interpreter())
+    argv = policy.wrap(["sh", "-c", "cat <&3; cat <&7; cat <&8"], workspace)
+    opened = 'exec 3<"$0" 7<"$0" 8<"$0"; exec "$@"'
+    proc = subprocess.run(["sh", "-c", opened, str(note), *argv], capture_output=True,
+                          text=True, timeout=30)
+    assert (proc.returncode, proc.stdout) == (0, "passed\n" * 3), proc.stderr
+
+
+def test_a_shared_sandbox_runs_on_its_own_network(workspace: Path) -> None:
+    box = BwrapRunner(SandboxPolicy(writable=(workspace,), readable=own_interpreter()),
+                      PlainRunner())
+    out = workspace.parent / "out.txt"
+    try:
+        for _ in range(2):
+            result = box.run(CommandSpec.shell("ip -o -4 addr show tap0 | grep -c 10.0.2.100",
+                                               cwd=workspace, output_path=out, timeout_s=20.0,
+                                               env={"PATH": os.environ["PATH"]}))
+            assert (result.exit_code, out.read_text()) == (0, "1\n")
+            session = box._session
+            assert session is not None and not session.dead  # the shared one ran it
+    finally:
+        box.close()
