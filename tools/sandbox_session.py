@@ -15,6 +15,7 @@ no pidfd_getfd of its socket).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -31,6 +32,7 @@ from kanban.tools.runner import KILL_GRACE_S, CommandResult, CommandSpec, watch
 from kanban.tools.sandbox_server import SERVER
 
 START_TIMEOUT_S = 10.0
+FIRST_FREE_FD = 10  # descriptors below are the wrapped command's launchers' (tools.sandbox)
 MAX_REQUEST = 150_000  # bytes: a SOCK_SEQPACKET message must fit the socket's buffer
 LOST = "the command's sandbox stopped while it ran (run it again)"
 
@@ -71,7 +73,13 @@ class SandboxSession:
 
     def start(self) -> bool:
         """Start the sandbox and wait for its server; False (and dead) when it does not."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, low = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The server's end is passed at its number, above those the sandbox's launcher opens
+        # on its way (the seccomp filter on 9: a socket there was replaced by the filter's
+        # file, and the shared sandbox never started)
+        theirs = socket.socket(fileno=fcntl.fcntl(low.fileno(), fcntl.F_DUPFD_CLOEXEC,
+                                                  FIRST_FREE_FD))
+        low.close()
         ready = threading.Event()
         threading.Thread(target=self._keep, args=(theirs, ready), name="sandbox-session",
                          daemon=True).start()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -298,3 +300,32 @@ def _ended(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
     except OSError:
         return True
+
+
+# A fresh Python whose lowest free descriptors are 8 and 9 when the session makes its
+# socket pair: the server's end sat on 9, where the sandbox's launcher opens the seccomp
+# filter, and the shared sandbox never started (a worker with few files open).
+LOW_FDS = r"""
+import os, sys
+from pathlib import Path
+while os.open("/dev/null", os.O_RDONLY) < 7:
+    pass
+from kanban.tools.hostview import own_interpreter
+from kanban.tools.runner import CommandSpec, PlainRunner
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+ws = Path(sys.argv[1])
+box = BwrapRunner(SandboxPolicy(writable=(ws,), readable=own_interpreter(), network=False),
+                  PlainRunner())
+result = box.run(CommandSpec.shell("echo ran", cwd=ws, env={"PATH": os.environ["PATH"]},
+                                   output_path=ws.parent / "low.out", timeout_s=20))
+session = box._session
+print(result.exit_code, session is not None and not session.dead)
+box.close()
+"""
+
+
+def test_the_shared_sandbox_starts_whatever_descriptor_its_socket_gets(
+        workspace: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", LOW_FDS, str(workspace)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.split() == ["0", "True"], proc.stderr
