@@ -91,7 +91,7 @@ def _interrupt(board: BoardFiles, spec: str, moment: tuple[str, float]) -> list[
     running = query(board.path, "SELECT id FROM card WHERE created_by = 'lead' AND "
                                 "status = 'running'")
     if running:
-        problems.append(f"lead(s) {running} left running")
+        problems.append(f"lead(s) {running} left running\n{err[-3000:]}")
     open_rows = query(board.path, "SELECT id, pid FROM dispatcher WHERE stopped_at IS NULL")
     if open_rows:
         problems.append(f"dispatcher rows left open: {open_rows}")
