@@ -22,22 +22,23 @@ REACHED = "loopback-server-reached"
 
 def require_bwrap() -> None:
     check = check_sandbox()
-    if check.available:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"sandbox tests cannot run under CI: {check.reason}")
-    pytest.skip(check.reason)
+    _require(check.available, check.reason, "sandbox tests")
 
 
 def require_own_network() -> None:
     """Tests of a sandbox's own network (slirp4netns, which `make test` installs as root)."""
     require_bwrap()
     own = own_network()
-    if own.available:
+    _require(own.available, own.reason, "own-network tests")
+
+
+def _require(available: bool, reason: str, what: str) -> None:
+    """Skip where the part is missing, except under CI=true, where that is a failure."""
+    if available:
         return
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"own-network tests cannot run under CI: {own.reason}")
-    pytest.skip(own.reason)
+        pytest.fail(f"{what} cannot run under CI: {reason}")
+    pytest.skip(reason)
 
 
 @contextmanager
