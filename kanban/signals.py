@@ -13,12 +13,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import NamedTuple
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 REDELIVER_S = 0.005
+DEFER_AT_MOST_S = 2.0  # an import still going by then is interrupted after all
+_IMPORTLIB = "<frozen importlib._bootstrap"  # and _bootstrap_external
 
 
 class Interrupted(KeyboardInterrupt):
@@ -38,7 +42,7 @@ class _Guard:
         self.pending = False  # a signal came during a critical section
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        if redeliver_outside_import_lock(signum, frame):
+        if redeliver_outside_imports(signum, frame):
             return
         self.count += 1
         self.signum = self.signum or signum
@@ -58,17 +62,61 @@ class _Guard:
 _guard: _Guard | None = None
 
 
-def redeliver_outside_import_lock(signum: int, frame: FrameType | None) -> bool:
-    """True if the signal came inside importlib's module-lock weakref callback, where an
-    exception raised is printed and dropped (the Ctrl-C would be lost): it is sent again a
-    moment later, when the callback's few lines are long done."""
-    if frame is None or frame.f_code.co_name != "cb" or \
-            frame.f_code.co_filename != "<frozen importlib._bootstrap>":
+def redeliver_outside_imports(signum: int, frame: FrameType | None) -> bool:
+    """True if the signal came while a module was being imported: it is sent again a moment
+    later, once the import is done. Raised inside one, an interrupt is lost or disguised:
+    in importlib's module-lock weakref callback Python prints and drops it; in a class body's
+    `__set_name__` (a dataclass field) it becomes a RuntimeError; and the module is left
+    half-made. An import that is still going after `DEFER_AT_MOST_S` is interrupted after all
+    (one that hangs must not make Ctrl-C useless). A command that ends before the signal
+    comes again asks `take_deferred()`, and exits as interrupted."""
+    global _deferred
+    if not _importing(frame):
+        _deferred = None
+        return False
+    now = time.monotonic()
+    since = now if _deferred is None else _deferred.since
+    if now - since > DEFER_AT_MOST_S and not _in_lock_callback(frame):
+        _deferred = None
         return False
     again = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
     again.daemon = True
+    _deferred = _Deferred(signum, since, again)
     again.start()
     return True
+
+
+class _Deferred(NamedTuple):
+    signum: int
+    since: float  # when it first came
+    again: threading.Timer  # sends it again
+
+
+_deferred: _Deferred | None = None
+
+
+def take_deferred() -> int | None:
+    """The signal put off by an import and not yet sent again (now never sent), if any."""
+    global _deferred
+    deferred, _deferred = _deferred, None
+    if deferred is None:
+        return None
+    deferred.again.cancel()
+    return deferred.signum
+
+
+def _importing(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_IMPORTLIB):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _in_lock_callback(frame: FrameType | None) -> bool:
+    """Python drops whatever is raised there, however long it has waited."""
+    return frame is not None and frame.f_code.co_name == "cb" and \
+        frame.f_code.co_filename == "<frozen importlib._bootstrap>"
 
 
 @contextmanager

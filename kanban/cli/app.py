@@ -87,8 +87,23 @@ class RootGroup(click.Group):
             _silence_stdout()
             code = EXIT_BROKEN_PIPE
         except Exception as exc:
-            code = exit_code_for(exc)
+            signalled = _interrupt_behind(exc)
+            code = exit_code_for(exc) if signalled is None else \
+                getattr(signalled, "exit_code", EXIT_INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C an error stands for: Python wraps one raised in a class body's
+    `__set_name__` (a dataclass's field) in a RuntimeError."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return None
 
 
 def _stdout_closed() -> bool:

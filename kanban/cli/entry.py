@@ -7,8 +7,9 @@ import: it imports only `os` and `signal` first (loaded already by Python's own 
 save `signal`), and takes the signal at its top level, where an interrupt that lands while
 it does so is caught there (one that lands inside `signal.signal`'s Python code raised
 through it, printing kanban's frames). Then a Ctrl-C raises
-KeyboardInterrupt as Python's own handler does, except where Python would drop it (inside
-importlib's module-lock callback), and `kanban.cli.app.main` turns it into exit 130 after
+KeyboardInterrupt as Python's own handler does, except while a module is being imported
+(where Python would drop it or wrap it in a RuntimeError: it is raised once the import is
+done), and `kanban.cli.app.main` turns it into exit 130 after
 the command's cleanup; once the command has decided its exit code, Ctrl-C exits at once
 again, so none can land outside the command's handling and print a traceback.
 """
@@ -49,10 +50,10 @@ def main() -> None:
     held = _HELD
     # Loaded after the hold (kanban.signals loads threading): the loads it exists to guard.
     from kanban.cli.app import main as run
-    from kanban.signals import redeliver_outside_import_lock
+    from kanban.signals import redeliver_outside_imports, take_deferred
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        if not redeliver_outside_import_lock(signum, frame):
+        if not redeliver_outside_imports(signum, frame):
             raise KeyboardInterrupt
 
     if held:
@@ -64,6 +65,8 @@ def main() -> None:
     finally:
         if held:  # the command has said its last: no Ctrl-C may raise in the way out
             signal.signal(signal.SIGINT, _exit_now)
+            if take_deferred() is not None:  # came in an import the command then finished
+                raise SystemExit(INTERRUPTED)  # replaces the command's own exit
 
 
 if __name__ == "__main__":

@@ -237,10 +237,10 @@ def test_ctrl_c_right_after_exec_never_prints_kanbans_traceback(tmp_path: Path,
 # Ctrl-C inside importlib's module-lock callback, where Python drops a raised exception.
 IN_IMPORT_LOCK = """
 import signal, sys, time
-from kanban.signals import redeliver_outside_import_lock
+from kanban.signals import redeliver_outside_imports
 heard = []
 def handler(signum, frame):
-    if not redeliver_outside_import_lock(signum, frame):
+    if not redeliver_outside_imports(signum, frame):
         heard.append(frame.f_code.co_name)
         raise KeyboardInterrupt
 signal.signal(signal.SIGINT, handler)
@@ -265,3 +265,71 @@ def test_ctrl_c_in_importlibs_lock_callback_is_raised_after_it(tmp_path: Path,
     # start; never inside importlib's callback, where it would be dropped.
     assert done.stdout.startswith("raised outside ['"), (done.stdout, done.stderr)
     assert "'cb'" not in done.stdout and "lost" not in done.stdout, done.stdout
+
+
+# Ctrl-C inside an import: in a class body's `__set_name__`, where Python would wrap it in a
+# RuntimeError (a dataclass's field), or in a module that takes long to load.
+PLANTED = """
+import signal, time
+class Field:
+    def __set_name__(self, owner, name):
+        signal.raise_signal(signal.SIGINT)
+class Result:
+    usage = Field()
+time.sleep(float(__import__("os").environ["IMPORT_S"]))
+COMPLETE = True
+"""
+IMPORTS_PLANTED = """
+import signal, sys, time
+from kanban.signals import redeliver_outside_imports
+def handler(signum, frame):
+    if not redeliver_outside_imports(signum, frame):
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, handler)
+try:
+    import planted
+    time.sleep(30)
+    print("lost")
+except KeyboardInterrupt:
+    print("raised after the import" if "planted" in sys.modules else "raised inside it")
+except RuntimeError as exc:
+    print("disguised:", exc)
+"""
+
+
+@pytest.mark.parametrize(("import_s", "said"), [
+    (0.2, "raised after the import"),  # the signal waits for the import to be done
+    (30, "raised inside it")])  # but not for ever: kanban.signals.DEFER_AT_MOST_S
+def test_ctrl_c_inside_an_import_is_raised_once_it_is_done(
+        tmp_path: Path, env: dict[str, str], import_s: float, said: str) -> None:
+    (tmp_path / "planted.py").write_text(PLANTED)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", IMPORTS_PLANTED], cwd=tmp_path,
+                          env={**env, "IMPORT_S": str(import_s), "PYTHONPATH": str(tmp_path)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == said, (done.stdout, done.stderr)
+    assert time.monotonic() - started < 25  # the long import was cut short
+
+
+WRAPPED = """
+import click
+from kanban.cli.app import RootGroup
+class Field:
+    def __set_name__(self, owner, name):
+        raise KeyboardInterrupt  # as a Ctrl-C landing there is raised
+@click.command()
+def define() -> None:
+    class Result:
+        usage = Field()
+class Root(RootGroup):
+    def resolve_command(self, ctx, args):
+        return "define", define, args[1:]
+Root(name="kanban").main(["define"])
+"""
+
+
+def test_a_ctrl_c_python_wrapped_in_a_runtimeerror_exits_130(tmp_path: Path,
+                                                           env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-c", WRAPPED], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (130, ""), done.stderr
