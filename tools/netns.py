@@ -18,11 +18,17 @@ probe fails, `check_own_network` says why and commands keep the host's network.
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import os
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 
 PROBE_TIMEOUT_S = 10.0
 # Blocked inside the namespace beside the host's own addresses (read at each start):
@@ -225,5 +231,94 @@ def check_own_network(found: Sequence[str],
                                 "host's own services or link-local addresses")
 
 
-__all__ = ["LAUNCHER", "PROGRAMS", "PROHIBITED", "OwnNetwork", "check_own_network", "gated",
-           "launcher"]
+# slirp4netns's resolver inside the namespace: it asks the host's resolver, from the host's
+# side, so a resolver the namespace cannot reach itself still answers.
+SLIRP_RESOLVER = "10.0.2.3"
+HOST_RESOLV_CONF = Path("/etc/resolv.conf")
+_resolvers: dict[tuple[int, int, int], tuple[Path, Path] | None] = {}
+
+
+def resolver_bind(host_conf: Path = HOST_RESOLV_CONF) -> tuple[Path, Path] | None:
+    """(file, where in the sandbox) of the resolv.conf a sandbox on its own network reads,
+    when the host's names a resolver unreachable from there: on loopback (systemd-resolved's
+    127.0.0.53, a local dnsmasq), link-local (a cloud's, beside its metadata service), IPv6
+    (the namespace has none) or one of the host's own addresses. None when the host's serves
+    as it is, or there is none. Made once per version of the host's file."""
+    try:
+        where = Path(os.path.realpath(host_conf))
+        found = os.stat(where)
+    except OSError:
+        return None
+    key = (found.st_ino, found.st_mtime_ns, found.st_size)
+    made = _resolvers.get(key)
+    if key not in _resolvers or (made is not None and not made[0].is_file()):  # tmp cleaned
+        try:
+            text = where.read_text(errors="replace")
+        except OSError:
+            return None
+        lines = text.splitlines()
+        servers = [line.split()[1] for line in lines if line.split()[:1] == ["nameserver"]
+                   and len(line.split()) > 1]
+        unreachable = [s for s in servers if not _reachable(s, _host_addresses())]
+        _resolvers[key] = (_conf_file(lines), where) if unreachable else None
+    return _resolvers[key]
+
+
+def _reachable(server: str, own: frozenset[str]) -> bool:
+    """Whether the namespace reaches this resolver through the NAT as any other host."""
+    try:
+        address = ipaddress.ip_address(server.split("%")[0])
+    except ValueError:
+        return False
+    return address.version == 4 and not (address.is_loopback or address.is_link_local or
+                                         address.is_unspecified or server in own)
+
+
+def _host_addresses() -> frozenset[str]:
+    """The host's own IPv4 addresses, as the kernel's routing trie lists them (the launcher
+    prohibits them inside)."""
+    found, last = set(), ""
+    try:
+        with open("/proc/net/fib_trie") as trie:
+            for line in trie:
+                if "|--" in line:
+                    last = line.split()[-1]
+                elif "/32 host LOCAL" in line:
+                    found.add(last)
+    except OSError:
+        pass
+    return frozenset(found)
+
+
+def _conf_file(host_lines: list[str]) -> Path:
+    """The sandbox's resolv.conf: slirp4netns's resolver, with the host's search domains
+    and options. Kept in a folder of this user's own under the temporary folder, named by
+    its content (so any number of processes share it and none leaves one of its own)."""
+    kept = [line for line in host_lines if line.split()[:1] in (["search"], ["domain"],
+                                                                ["options"])]
+    text = "\n".join([f"nameserver {SLIRP_RESOLVER}", *kept]) + "\n"
+    folder = _own_folder(Path(tempfile.gettempdir()) / f"kanban-resolv-{os.geteuid()}")
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.conf"
+    if not path.is_file() or path.read_text() != text:
+        fd, spare = tempfile.mkstemp(dir=folder)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.chmod(spare, 0o644)  # read in the sandbox, whatever user it runs commands as
+        os.replace(spare, path)
+    return path
+
+
+def _own_folder(path: Path) -> Path:
+    """`path`, a folder only this user can write to; a fresh one of its own where someone
+    else made `path` first (in a shared /tmp, a planted resolv.conf would steer names)."""
+    with suppress(FileExistsError):
+        path.mkdir(mode=0o755)
+    found = os.lstat(path)
+    if stat.S_ISDIR(found.st_mode) and found.st_uid == os.geteuid() and \
+            not found.st_mode & 0o022:
+        return path
+    return Path(tempfile.mkdtemp(prefix="kanban-resolv-"))
+
+
+__all__ = ["LAUNCHER", "PROGRAMS", "PROHIBITED", "SLIRP_RESOLVER", "OwnNetwork",
+           "check_own_network", "gated", "launcher", "resolver_bind"]

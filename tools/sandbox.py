@@ -24,7 +24,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kanban.tools.hostview import SystemView, own_interpreter, system_view
-from kanban.tools.netns import PROGRAMS, OwnNetwork, check_own_network, gated, launcher
+from kanban.tools.netns import (
+    PROGRAMS,
+    OwnNetwork,
+    check_own_network,
+    gated,
+    launcher,
+    resolver_bind,
+)
 from kanban.tools.runner import MAX_PROCESSES, CommandResult, CommandSpec, PlainRunner
 from kanban.tools.sandbox_session import SandboxSession
 from kanban.tools.sandbox_watch import watched
@@ -111,6 +118,11 @@ class SandboxPolicy:
                 args += ["--ro-bind", str(path), str(path)]
             else:
                 args += [kind, str(path), str(path)]
+        own = own_network(bwrap) if (self.network and self.proxy_socket is None
+                                     and self.own_network) else None
+        resolver = resolver_bind() if own is not None and own.available else None
+        if resolver is not None:  # over the host's: a resolver the namespace cannot reach
+            args += ["--ro-bind", str(resolver[0]), str(resolver[1])]
         # /dev is a tmpfs too (half the RAM): read-only, but for a small /dev/shm of its own
         args += [*(["--size", str(min(self.tmp_bytes or SHM_BYTES, SHM_BYTES))]
                    if sizes_tmpfs(bwrap) else []), "--tmpfs", "/dev/shm"]
@@ -121,8 +133,6 @@ class SandboxPolicy:
         seccomp = self.filter_file
         if seccomp is not None:
             args += ["--seccomp", str(SECCOMP_FD)]
-        own = own_network(bwrap) if (self.network and self.proxy_socket is None
-                                     and self.own_network) else None
         if own is None or own.programs is None:
             return ["/bin/sh", "-c", _LAUNCH, str(seccomp or ""), *args, "--chdir", str(cwd),
                     "--", *argv]

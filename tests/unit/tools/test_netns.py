@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from kanban.tools.hostview import own_interpreter
-from kanban.tools.netns import PROGRAMS, check_own_network, gated, launcher
+from kanban.tools.netns import PROGRAMS, check_own_network, gated, launcher, resolver_bind
 from kanban.tools.runner import CommandSpec, PlainRunner
 from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, trusted_program
 from tests.support.procs import wait_until
@@ -139,3 +140,66 @@ def test_a_shared_sandbox_runs_on_its_own_network(workspace: Path) -> None:
             assert session is not None and not session.dead  # the shared one ran it
     finally:
         box.close()
+
+
+@pytest.mark.parametrize(("servers", "rewritten"), [
+    (["198.51.100.53"], False),  # another host's: reached through the NAT
+    (["198.51.100.53", "127.0.0.53"], True),  # systemd-resolved's stub
+    (["169.254.169.254"], True),  # a cloud's (GCE's metadata server answers names)
+    (["2001:db8::53"], True),  # the namespace has no IPv6
+    (["fe80::1%eth0"], True),
+    (["not-an-address"], True),
+    ([], False)])
+def test_a_resolver_the_sandbox_cannot_reach_is_replaced(tmp_path: Path, servers: list[str],
+                                                          rewritten: bool) -> None:
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("".join(f"nameserver {s}\n" for s in servers)
+                    + "search corp.example\noptions edns0\n# a comment\n")
+    bind = resolver_bind(conf)
+    if not rewritten:
+        assert bind is None
+        return
+    assert bind is not None
+    made, where = bind
+    assert where == conf
+    assert made.read_text() == "nameserver 10.0.2.3\nsearch corp.example\noptions edns0\n"
+    assert made.stat().st_mode & 0o777 == 0o644
+    assert resolver_bind(conf) == bind  # made once per version of the host's file
+
+
+def test_the_resolver_file_goes_where_resolv_conf_leads(tmp_path: Path) -> None:
+    """/etc/resolv.conf as a link to systemd's stub under /run: bound over the stub (which
+    the system view binds), not over the link."""
+    stub = tmp_path / "run" / "stub-resolv.conf"
+    stub.parent.mkdir()
+    stub.write_text("nameserver 127.0.0.53\n")
+    link = tmp_path / "resolv.conf"
+    link.symlink_to(stub)
+    bind = resolver_bind(link)
+    assert bind is not None and bind[1] == stub
+
+
+def test_a_folder_someone_else_made_for_the_file_is_not_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a shared /tmp another user may make kanban-resolv-UID first, to plant a resolver
+    that steers every sandbox's names: a folder not ours, or writable by others, is left."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    planted = tmp_path / f"kanban-resolv-{os.geteuid()}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("nameserver 127.0.0.53\n")
+    bind = resolver_bind(conf)
+    assert bind is not None and bind[0].parent != planted
+    assert bind[0].parent.parent == tmp_path and not list(planted.iterdir())
+
+
+def test_a_resolver_file_removed_meanwhile_is_made_again(tmp_path: Path) -> None:
+    """A cleaner of the temporary folder took it: bwrap would not start without it."""
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("nameserver 127.0.0.53\n")
+    bind = resolver_bind(conf)
+    assert bind is not None
+    bind[0].unlink()
+    again = resolver_bind(conf)
+    assert again is not None and again[0].is_file()
