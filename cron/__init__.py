@@ -7,6 +7,7 @@ One home for all of it; the board domain (`kanban/`) imports none of it.
 - `checks`: settings checked against config.toml, the toolsets and this machine
 - `store`, `ledger`: every query over `cron_job`, `cron_fire` and `cron_delivery`
 - `manage`, `service`: adding, editing and reading jobs (`CronJobs`: one transaction a call)
+- `presence`: whether any job will fire (`kanban status` asks before loading the rest)
 - `firing`, `chain`: firing due jobs exactly once, with other jobs' results as context
 - `senders`, `courier`: delivering results to files, webhooks, commands and cards
 

@@ -18,11 +18,12 @@ if TYPE_CHECKING:
     from kanban.children import TreeTotals
     from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
-    from kanban.notify.manage import FailingTarget
+    from kanban.notify.outbox import FailingTarget
     from kanban.queries import LiveWorker
     from kanban.readmodels import ChildNode, Transcript
     from kanban.service import Kanban
     from kanban.state.paths import DbLocation
+    from kanban.state.store import Conn
 
 
 def dispatcher_json(d: DispatcherInfo) -> dict[str, Any]:
@@ -75,7 +76,7 @@ class Status:
 def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
     from kanban import __version__
     from kanban.control import live_dispatchers, pause_state, sandbox_notes
-    from kanban.notify.manage import failing_targets
+    from kanban.notify.outbox import failing_targets
     from kanban.queries import live_workers, status_counts
 
     boards = kanban.boards()
@@ -93,7 +94,7 @@ def status(kanban: Kanban, board: str | None, location: DbLocation) -> Status:
             paused_boards=[str(b["name"]) for b in boards if b["paused"]],
             dispatchers=dispatchers,
             workers=live_workers(conn, board=board),
-            next_fires=_next_fires(kanban, board),
+            next_fires=_next_fires(kanban, conn, board),
             sandbox=sandbox_notes(conn, [d.id for d in dispatchers]),
             journal=kanban.db.journal_warning(), journal_mode=kanban.db.journal_mode(),
             config_error=config_error,
@@ -117,7 +118,11 @@ def _config_in_use(location: DbLocation) -> tuple[Path, str | None]:
     return path, None
 
 
-def _next_fires(kanban: Kanban, board: str | None) -> list[UpcomingFire]:
+def _next_fires(kanban: Kanban, conn: Conn, board: str | None) -> list[UpcomingFire]:
+    from kanban.cron.presence import any_will_fire
+
+    if not any_will_fire(conn, board=board):  # most boards: cron's imports not paid at all
+        return []
     from kanban.cron.service import next_fires  # here: cron's imports cost every command
 
     return next_fires(kanban.db, kanban.clock(), board=board)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from kanban.cli.reads import Status
     from kanban.control import DispatcherInfo
     from kanban.cron.manage import UpcomingFire
-    from kanban.notify.manage import FailingTarget
+    from kanban.notify.outbox import FailingTarget
     from kanban.queries import LiveWorker
 
 

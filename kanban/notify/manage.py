@@ -12,9 +12,15 @@ from kanban.cards import get_card
 from kanban.delivery.checks import check_target
 from kanban.delivery.targets import parse_target
 from kanban.errors import ValidationError
-from kanban.notify.outbox import EVENTS, SCOPES, Subscription, subscribed, subscriptions
+from kanban.notify.outbox import (
+    EVENTS,
+    SCOPES,
+    Subscription,
+    subscribed,
+    subscriptions,
+)
 from kanban.state.config import Config
-from kanban.state.rows import as_time, with_times
+from kanban.state.rows import with_times
 from kanban.state.store import Conn
 
 MAX_SUBSCRIPTIONS = 200  # per board: each notified move reads them all
@@ -40,23 +46,6 @@ class Backlog:
 
     def to_json(self) -> dict[str, Any]:
         return {"pending": self.pending, "failed": self.failed, "last_error": self.last_error}
-
-
-@dataclass(frozen=True)
-class FailingTarget:
-    """A target whose notifications keep failing: retried or kept, never dropped."""
-
-    target: str
-    board: str
-    failed: int  # attempts spent: `kanban notify redeliver` queues them again
-    retrying: int  # still being retried with backoff
-    last_error: str | None
-    since: datetime | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "board": self.board, "failed": self.failed,
-                "retrying": self.retrying, "last_error": self.last_error,
-                "since": self.since.isoformat() if self.since else None}
 
 
 def parse_events(text: str) -> tuple[str, ...]:
@@ -130,14 +119,3 @@ def redeliver(conn: Conn, board: str, *, now: datetime) -> int:
                     "WHERE board = :board AND status = 'failed'", {"now": now, "board": board})
 
 
-def failing_targets(conn: Conn, board: str | None = None) -> list[FailingTarget]:
-    """Targets with notifications that failed at least once and are not delivered."""
-    where = "AND board = :board " if board is not None else ""
-    rows = conn.all(
-        "SELECT target, board, sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), "
-        "sum(CASE WHEN status <> 'failed' THEN 1 ELSE 0 END), max(last_error), min(created_at) "
-        "FROM notify_outbox WHERE status IN ('pending', 'sending', 'failed') "
-        f"AND last_error IS NOT NULL {where}GROUP BY target, board ORDER BY board, target",
-        {"board": board})
-    return [FailingTarget(str(t), str(b), int(f or 0), int(r or 0), e, as_time(s))
-            for t, b, f, r, e, s in rows]

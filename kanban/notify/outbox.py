@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kanban.state.rows import with_times
+from kanban.state.rows import as_time, with_times
 from kanban.state.store import Conn
 from kanban.textsafety import clean_text, strip_controls
 
@@ -137,3 +137,33 @@ def _insert(conn: Conn, sub: Subscription, card_id: int, event: str,
         ":card, :event, :target, :payload, 'pending', 0, :now, :now, :now)",
         {"sub": sub.id, "board": sub.board, "card": card_id, "event": event,
          "target": sub.target, "payload": json.dumps(payload, sort_keys=True), "now": now})
+
+
+@dataclass(frozen=True)
+class FailingTarget:
+    """A target whose notifications keep failing: retried or kept, never dropped."""
+
+    target: str
+    board: str
+    failed: int  # attempts spent: `kanban notify redeliver` queues them again
+    retrying: int  # still being retried with backoff
+    last_error: str | None
+    since: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "board": self.board, "failed": self.failed,
+                "retrying": self.retrying, "last_error": self.last_error,
+                "since": self.since.isoformat() if self.since else None}
+
+
+def failing_targets(conn: Conn, board: str | None = None) -> list[FailingTarget]:
+    """Targets with notifications that failed at least once and are not delivered."""
+    where = "AND board = :board " if board is not None else ""
+    rows = conn.all(
+        "SELECT target, board, sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), "
+        "sum(CASE WHEN status <> 'failed' THEN 1 ELSE 0 END), max(last_error), min(created_at) "
+        "FROM notify_outbox WHERE status IN ('pending', 'sending', 'failed') "
+        f"AND last_error IS NOT NULL {where}GROUP BY target, board ORDER BY board, target",
+        {"board": board})
+    return [FailingTarget(str(t), str(b), int(f or 0), int(r or 0), e, as_time(s))
+            for t, b, f, r, e, s in rows]

@@ -13,8 +13,8 @@ from kanban.delivery.checks import webhook_secret
 from kanban.delivery.senders import Context, Message, send
 from kanban.delivery.targets import TargetKind, parse_target
 from kanban.notify import manage
-from kanban.notify.manage import Backlog, FailingTarget, SubscriptionSpec
-from kanban.notify.outbox import Subscription
+from kanban.notify.manage import Backlog, SubscriptionSpec
+from kanban.notify.outbox import FailingTarget, Subscription, failing_targets
 from kanban.state.config import Config
 from kanban.state.errors import KanbanError
 from kanban.state.store import Database
@@ -59,7 +59,7 @@ class Notifications:
 
     def failing(self) -> list[FailingTarget]:
         with self.db.read() as conn:
-            return manage.failing_targets(conn, self.board)
+            return failing_targets(conn, self.board)
 
     def test(self, sub_id: int) -> str | None:
         """Send a test message to a subscription's target now: None if it took it, else why

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -216,3 +217,22 @@ def test_upcoming_view_for_kanban_status(db: Database) -> None:
         "  2025-01-01 14:00 UTC  poll on default",
     ]
     assert cron_lines([], start) == ["cron: nothing scheduled"]
+
+
+def test_kanban_status_lists_the_jobs_that_will_fire(cli: CronCli, kb: Kanban) -> None:
+    """`kanban status` asks first whether any job will fire (cron's modules load only then):
+    an enabled job shows, on its board only; a disabled one does not."""
+    kb.create_board("ops")
+    cli.ok("add", "poll", "--schedule", "every 2h", "--goal", "poll the feed", "--board", "ops")
+    def status(*first: str) -> list[dict[str, Any]]:
+        done = cli.runner.invoke(cli.app, ["--db", str(cli.db_path), *first, "status", "--json"])
+        assert done.exit_code == 0, (done.stdout, done.stderr)
+        fires: list[dict[str, Any]] = json.loads(done.stdout)["next_fires"]
+        return fires
+
+    fires = status()
+    assert [f["job"] for f in fires] == ["poll"] * len(fires) and fires
+    assert status("--board", "default") == []
+    assert status("--board", "ops") == fires
+    cli.ok("disable", "poll")
+    assert status() == []
