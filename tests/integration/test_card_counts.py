@@ -109,3 +109,33 @@ def test_the_web_boards_counts_add_every_profile(kb: Kanban, db: Database) -> No
         changes = run_plan(conn, changes_plan(0, now=kb.clock()))
     counts = changes.for_board("default").counts
     assert counts is not None and counts["ready"] == 3
+
+
+def test_counts_follow_the_batched_paths(kb: Kanban, db: Database) -> None:
+    """The batched statements a dispatcher and its group commit run: one claims 8 cards;
+    one renews their leases (nothing moves, no counter row is written); one completes them
+    all and promotes their dependents (two parts of one statement update `card`)."""
+    from kanban.batch_writes import Completion, Renewal
+    from kanban.group_commit import GroupCommitter
+
+    parents = [kb.add_card(NewCard(f"parent {i}", profile="coder" if i % 2 else "writer"))
+               for i in range(8)]
+    for parent in parents:
+        kb.add_card(NewCard(f"after {parent.id}", depends_on=[parent.id]))
+    claimed = kb.claim(8, lease_s=60)
+    assert {c.card_id for c in claimed} == {p.id for p in parents}
+    assert kept(db) == counted(db)
+    committer = GroupCommitter(db, kb.clock)
+    with db.read() as conn:
+        rows_before = conn.all("SELECT * FROM card_count ORDER BY 1, 2, 3, 4")
+    for ack in committer.write_all([Renewal(c.card_id, c.claim_token, c.run_id, 60)
+                                    for c in claimed]):
+        ack.result(30)
+    with db.read() as conn:
+        assert conn.all("SELECT * FROM card_count ORDER BY 1, 2, 3, 4") == rows_before
+    for ack in committer.write_all([Completion(c.card_id, c.claim_token, "ok",
+                                               f"card:#{c.card_id}") for c in claimed]):
+        ack.result(30)
+    assert kept(db) == counted(db) == {("default", "coder", "done"): 4,
+                                       ("default", "writer", "done"): 4,
+                                       ("default", "default", "ready"): 8}
