@@ -18,6 +18,7 @@ from kanban.state.sandbox_paths import card_home_path
 from kanban.tools.gitwall import card_wall
 from kanban.tools.hostview import own_interpreter, program_places
 from kanban.tools.netbridge import ProxiedRunner
+from kanban.tools.netns import resolver_bind
 from kanban.tools.netproxy import NetProxy
 from kanban.tools.procctl import become_subreaper, libc, seal_environment, undumpable
 from kanban.tools.runner import CountedRunner, PlainRunner, Runner, setpriv_pdeathsig
@@ -41,8 +42,8 @@ def probe_host() -> None:
     """Probe bwrap now (in a forkserver, before any fork) for every later worker."""
     global _host_check
     _host_check = (os.environ.get("PATH", ""), check_sandbox())
-    if _host_check[1].available:
-        own_network()  # whether a sandbox's network can be its own, tried once
+    if _host_check[1].available and own_network().available:  # tried once
+        resolver_bind()  # its resolv.conf, made here once rather than in each worker
     own_interpreter()  # and the system view it is measured against
     libc()
     setpriv_pdeathsig()
