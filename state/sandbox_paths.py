@@ -133,10 +133,25 @@ def reach(profile: Any, *, own_network: Callable[[], bool], card_home: Path | No
 
 def own_network_likely() -> bool:
     """Whether a worker here would give a sandbox a network of its own, as `kanban status`
-    tells without starting one (it loads no runtime): run as root, with bwrap, slirp4netns
-    and ip installed and /dev/net/tun there. `kanban context` and the worker try it."""
-    return (os.geteuid() == 0 and os.path.exists("/dev/net/tun")
-            and all(shutil.which(name) for name in ("bwrap", "slirp4netns", "ip")))
+    tells without starting one (it loads no runtime): bwrap, slirp4netns and ip installed,
+    /dev/net/tun there, and, for a user other than root, user namespaces open to users.
+    `kanban context` and the worker try it."""
+    return (os.path.exists("/dev/net/tun")
+            and all(shutil.which(name) for name in ("bwrap", "slirp4netns", "ip"))
+            and (os.geteuid() == 0 or _users_make_namespaces()))
+
+
+def _users_make_namespaces() -> bool:
+    """Debian's switch for unprivileged user namespaces (absent elsewhere), and the limit
+    on how many (0: none)."""
+    for switch in ("/proc/sys/kernel/unprivileged_userns_clone",
+                   "/proc/sys/user/max_user_namespaces"):
+        try:
+            if int(Path(switch).read_text().split()[0]) == 0:
+                return False
+        except (OSError, ValueError, IndexError):
+            continue
+    return True
 
 
 def reach_lines(data: dict[str, Any]) -> list[str]:

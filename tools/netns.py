@@ -73,9 +73,15 @@ def start(argv, keep=(), stdin=None, out=None, gate=None, netns=None):
     pid = os.fork()
     if pid == 0:
         try:
-            if netns is not None:  # CLONE_NEWNET
+            if netns is not None:
+                if os.geteuid() != 0:  # its user namespace first (CLONE_NEWUSER), as its root
+                    if libc.setns(os.open("/proc/%d/ns/user" % netns, os.O_RDONLY),
+                                  0x10000000):
+                        os._exit(126)
+                    os.setresgid(0, 0, 0)
+                    os.setresuid(0, 0, 0)  # so the program it runs keeps the capabilities
                 if libc.setns(os.open("/proc/%d/ns/net" % netns, os.O_RDONLY), 0x40000000):
-                    os._exit(126)
+                    os._exit(126)  # CLONE_NEWNET
             for fd in keep:
                 os.set_inheritable(fd, True)
             if gate:  # onto numbers free here: nothing passed through is lost
@@ -112,7 +118,12 @@ if len(numbers) < 2:
     fail("no two descriptors below 10 are free for the command's gate", None)
 at = next(i for i, a in enumerate(bwrap) if a.startswith("echo up >&@UP@"))
 bwrap[at] = bwrap[at].replace("@UP@", str(numbers[0])).replace("@GO@", str(numbers[1]))
-child = start([bwrap[0], "--unshare-net", "--info-fd", str(info_w)] + bwrap[1:],
+# Not root: bwrap makes a user namespace for its network. It maps this user to root there
+# (without a capability left for the command), so that slirp4netns and ip, entering it as
+# its owner, may configure the network: with the user mapped to itself they could not.
+userns = [] if os.geteuid() == 0 else ["--unshare-user", "--uid", "0", "--gid", "0",
+                                      "--cap-drop", "ALL"]
+child = start([bwrap[0], "--unshare-net", *userns, "--info-fd", str(info_w)] + bwrap[1:],
               keep=(info_w,), gate=numbers)
 for fd in (info_w, up_w, gate_r):
     os.close(fd)
@@ -131,11 +142,6 @@ except (IndexError, ValueError):
 if os.read(up_r, 3) != b"up\n":  # bwrap's set-up done, the command's gate reached
     fail("bwrap did not start", child)
 os.close(up_r)
-if os.stat("/proc/self/ns/user").st_ino != os.stat("/proc/%d/ns/user" % pid).st_ino:
-    # Not root: bwrap's namespaces belong to a user namespace of its own, which maps no
-    # root for slirp4netns to enter its network as
-    fail("bwrap made a user namespace of its own (not root), which slirp4netns cannot "
-         "enter", child)
 null = os.open("/dev/null", os.O_WRONLY)
 nat = start([slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
              "--enable-sandbox", "--enable-seccomp", "--ready-fd",
