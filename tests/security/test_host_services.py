@@ -13,7 +13,6 @@ import random
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ import pytest
 
 from tests.security.conftest import Attack
 from tests.support.procs import wait_until
-from tests.support.sandbox import require_own_network
+from tests.support.sandbox import Listener, require_own_network
 
 PROFILE = ('toolsets = ["kanban", "terminal"]\napproval = "allow"\nsandbox = "required"\n'
            'network = true\n')
@@ -54,27 +53,8 @@ while True:
 """
 
 
-class Listener:
-    """A TCP service on `host` that greets whoever connects, and counts them."""
-
-    def __init__(self, host: str) -> None:
-        self.sock = socket.create_server((host, 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with conn:
-                conn.sendall(GREETING.encode())
-
-    def close(self) -> None:
-        self.sock.close()
+def listener(host: str) -> Listener:
+    return Listener(host, GREETING.encode())
 
 
 def host_address() -> str:
@@ -99,7 +79,7 @@ def knock(attack: Attack, targets: list[str]) -> str:
 def test_the_hosts_own_services_do_not_answer_a_sandbox(attack: Attack) -> None:
     require_own_network()
     attack.configure(PROFILE)
-    local, exposed = Listener("127.0.0.1"), Listener("0.0.0.0")  # noqa: S104 - the target
+    local, exposed = listener("127.0.0.1"), listener("0.0.0.0")  # noqa: S104 - the target
     address = host_address()
     try:
         with socket.create_connection((address, exposed.port), timeout=3):
@@ -131,7 +111,7 @@ def test_a_profile_that_reaches_the_host_says_so(attack: Attack) -> None:
     """reach_host = true shares the host's network, as the worker's log says."""
     require_own_network()
     attack.configure(PROFILE + "reach_host = true\n")
-    local = Listener("127.0.0.1")
+    local = listener("127.0.0.1")
     try:
         said = knock(attack, [f"127.0.0.1:{local.port}"])
     finally:

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kanban.tools.sandbox import SandboxPolicy
-from tests.support.sandbox import require_own_network
+from tests.support.sandbox import Listener, require, require_own_network, require_root_with
 
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -44,10 +42,9 @@ for target in sys.argv[1:]:
 def workspace() -> Iterator[Path]:
     """A folder of nobody's own, in a parent nobody can pass through."""
     require_own_network()
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv(1) to run a sandbox as another user")
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        pytest.skip(f"{SYSTEM_PYTHON} is missing: the launcher's interpreter for nobody")
+    require_root_with("setpriv", "a sandbox run as another user")
+    require(os.access(SYSTEM_PYTHON, os.X_OK), f"{SYSTEM_PYTHON} is missing (the launcher's "
+            "interpreter for nobody)", "a sandbox run as another user")
     top = Path(tempfile.mkdtemp(prefix="kanban-as-user-"))
     top.chmod(0o755)
     place = top / "ws"
@@ -77,21 +74,8 @@ def as_nobody(workspace: Path, script: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_users_sandbox_has_a_network_of_its_own(workspace: Path) -> None:
-    service = socket.create_server(("127.0.0.1", 0))
-    port = service.getsockname()[1]
-    reached: list[bool] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = service.accept()
-            except OSError:
-                return
-            reached.append(True)
-            with conn:
-                conn.sendall(SECRET)
-
-    threading.Thread(target=serve, daemon=True).start()
+    service = Listener("127.0.0.1", SECRET)
+    port = service.port
     try:
         done = as_nobody(workspace, (
             "echo tap0 $(ip -o -4 addr show tap0 | grep -c 10.0.2.100); echo uid $(id -u); "
@@ -108,5 +92,5 @@ def test_a_users_sandbox_has_a_network_of_its_own(workspace: Path) -> None:
     assert said[4] == "kept", said  # root there holds no capability: the routes stay
     assert said[5:] == [f"refused 127.0.0.1:{port}", f"refused 10.0.2.2:{port}",
                         "refused 169.254.169.254:80"], said
-    assert not reached
+    assert service.accepted == 0
     assert (workspace / "made").stat().st_uid == NOBODY  # root inside is nobody outside

@@ -15,7 +15,6 @@ answers every question with one address.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sandbox import require_own_network
+from tests.support.sandbox import Listener, require_own_network, require_root_with
 
 ANSWER = "192.0.2.123"  # TEST-NET-1: what the test's resolver says every name is
 SECRET = b"loopback-service-reached"
@@ -104,8 +103,7 @@ class Resolver:
 def loopback_resolver() -> Iterator[tuple[str, Resolver]]:
     """(address, resolver) on a loopback address of its own (root binds port 53)."""
     require_own_network()
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare(1) for a resolv.conf of the test's own")
+    require_root_with("unshare", "a resolv.conf of the test's own")
     for last in range(2, 250):
         address = f"127.53.{os.getpid() % 250}.{last}"
         try:
@@ -114,7 +112,7 @@ def loopback_resolver() -> Iterator[tuple[str, Resolver]]:
             continue
         break
     else:
-        pytest.skip("no free loopback address for the test's resolver")
+        pytest.fail("no free loopback address (127.53.*.*) for the test's resolver")
     yield address, resolver
     resolver.close()
 
@@ -158,21 +156,8 @@ def test_the_resolvers_alias_leads_to_no_loopback_service(
     """A host whose resolver is on 127.0.0.1-like loopback, beside a loopback service: the
     alias 10.0.2.3 answers names on port 53 and connects to nothing else."""
     address, _ = loopback_resolver
-    service = socket.create_server((address, 0))
-    port = service.getsockname()[1]
-    reached: list[bool] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = service.accept()
-            except OSError:
-                return
-            reached.append(True)
-            with conn:
-                conn.sendall(SECRET)
-
-    threading.Thread(target=serve, daemon=True).start()
+    service = Listener(address, SECRET)
+    port = service.port
     python = os.path.realpath(sys.executable)
     try:
         said = in_sandboxes(tmp_path, address, [
@@ -180,7 +165,7 @@ def test_the_resolvers_alias_leads_to_no_loopback_service(
             f"{python} knock.py {address} {port}"])
     finally:
         service.close()
-    assert not reached and all("CONNECTED" not in line for line in said), said
+    assert service.accepted == 0 and all("CONNECTED" not in line for line in said), said
     assert all(line.startswith("0 refused") for line in said), said
 
 
@@ -189,7 +174,6 @@ def test_a_hosts_resolver_that_the_sandbox_reaches_is_left_as_it_is(
     """Another host's resolver (an address of TEST-NET-2, not this host's): the sandbox
     reads the host's own resolv.conf."""
     require_own_network()
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare(1) for a resolv.conf of the test's own")
+    require_root_with("unshare", "a resolv.conf of the test's own")
     said = in_sandboxes(tmp_path, "198.51.100.53", ["cat /etc/resolv.conf"])
     assert said == ["0 nameserver 198.51.100.53 | search example.invalid"]

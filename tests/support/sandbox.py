@@ -8,6 +8,8 @@ is a failure instead, so CI cannot pass by skipping them.
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,17 +24,23 @@ REACHED = "loopback-server-reached"
 
 def require_bwrap() -> None:
     check = check_sandbox()
-    _require(check.available, check.reason, "sandbox tests")
+    require(check.available, check.reason, "sandbox tests")
 
 
 def require_own_network() -> None:
     """Tests of a sandbox's own network (slirp4netns, which `make test` installs as root)."""
     require_bwrap()
     own = own_network()
-    _require(own.available, own.reason, "own-network tests")
+    require(own.available, own.reason, "own-network tests")
 
 
-def _require(available: bool, reason: str, what: str) -> None:
+def require_root_with(program: str, what: str) -> None:
+    """Tests that act as root with `program` (unshare, setpriv) beside the sandbox."""
+    require(os.geteuid() == 0, "runs as root only", what)
+    require(shutil.which(program) is not None, f"{program} is not installed", what)
+
+
+def require(available: bool, reason: str, what: str) -> None:
     """Skip where the part is missing, except under CI=true, where that is a failure."""
     if available:
         return
@@ -64,3 +72,28 @@ def loopback_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class Listener:
+    """A TCP service on `host` that greets whoever connects with `greeting`, and counts
+    them: what a sandboxed command must not reach."""
+
+    def __init__(self, host: str, greeting: bytes) -> None:
+        self.sock = socket.create_server((host, 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.greeting = greeting
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                conn.sendall(self.greeting)
+
+    def close(self) -> None:
+        self.sock.close()
