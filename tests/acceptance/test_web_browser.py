@@ -12,6 +12,7 @@ import pytest
 
 from kanban import approvals, claims
 from kanban.cards import NewCard
+from kanban.edits import CardEdit
 from kanban.service import Kanban
 from kanban.state import DbLocation, open_database
 from kanban.transitions import Actor
@@ -97,6 +98,53 @@ def test_a_cli_card_appears_live_and_its_drawer_acts(served: tuple[WebServer, Ka
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
+    assert page.dialogs == [] and page.errors == []  # type: ignore[attr-defined]
+
+
+# Holds the drawer's refreshes until the test lets them through: the race CI once lost.
+HOLD_DRAWER_FETCHES = """() => {
+  window.held = [];
+  const realFetch = window.fetch;
+  window.fetch = (url, options) => {
+    const answer = realFetch(url, options);
+    if (!String(url).includes("partial=1") || !window.holding) return answer;
+    return new Promise((resolve) => window.held.push(() => resolve(answer)));
+  };
+}"""
+
+
+def test_a_drawer_refresh_keeps_what_was_typed_meanwhile(served: tuple[WebServer, Kanban],
+                                                         page: Any) -> None:
+    server, kb = served
+    page.goto(server.url)
+    page.wait_for_selector("#live.on", timeout=WAIT_MS)
+    page.evaluate(HOLD_DRAWER_FETCHES)
+    page.click("#card-1 a.open")
+    page.wait_for_selector("#drawer:not([hidden]) article[data-card='1']", timeout=WAIT_MS)
+    reason = "#drawer form[action$='/block'] input[name=reason]"
+
+    # a change elsewhere refreshes the drawer; the person types before the refresh lands
+    page.evaluate("window.holding = true")
+    kb.edit(1, CardEdit(priority=5))
+    page.wait_for_function("() => window.held.length === 1", timeout=WAIT_MS)
+    page.fill(reason, "waiting on legal")
+    page.evaluate("window.holding = false; window.held.splice(0).forEach((go) => go())")
+    page.wait_for_selector("#drawer p.facts:has-text('priority 5')", timeout=WAIT_MS)
+    assert page.input_value(reason) == "waiting on legal"
+
+    # while something is typed, a change does not pull the form away; clearing it shows it
+    applied = int(page.get_attribute("body", "data-applied") or 0)
+    kb.edit(1, CardEdit(priority=6))
+    page.wait_for_function(f"() => Number(document.body.dataset.applied) > {applied}",
+                           timeout=WAIT_MS)
+    assert page.locator("#drawer p.facts:has-text('priority 5')").count() == 1
+    page.fill(reason, "")
+    page.wait_for_selector("#drawer p.facts:has-text('priority 6')", timeout=WAIT_MS)
+
+    page.fill(reason, "waiting on legal")
+    page.click("#drawer form[action$='/block'] button")
+    page.wait_for_selector("section[data-status=blocked] #card-1", timeout=WAIT_MS)
+    assert kb.detail(1).comments[-1].body == "blocked: waiting on legal"
     assert page.dialogs == [] and page.errors == []  # type: ignore[attr-defined]
 
 

@@ -81,6 +81,25 @@
   const drawerBody = drawer.querySelector ? drawer.querySelector(".drawer-body") : null;
   drawer.openId = null;
 
+  // What someone has typed into the drawer's forms, by form and field, and where the caret is.
+  const fieldKey = (f) => (f.form ? f.form.getAttribute("action") : "") + " " + f.name;
+  function typed() {
+    const values = new Map();
+    for (const f of drawerBody.querySelectorAll("input[name], textarea[name]")) {
+      if (f.type !== "hidden" && f.value !== f.defaultValue) values.set(fieldKey(f), f.value);
+    }
+    const active = document.activeElement;
+    const focus = active && active.name && drawerBody.contains(active) ? fieldKey(active) : null;
+    return { values, focus };
+  }
+  function retype(kept) {
+    for (const f of drawerBody.querySelectorAll("input[name], textarea[name]")) {
+      const key = fieldKey(f);
+      if (kept.values.has(key)) f.value = kept.values.get(key);
+      if (key === kept.focus) f.focus();
+    }
+  }
+
   async function loadDrawer(id) {
     if (!drawerBody) { location.href = "/cards/" + id; return; }
     const response = await fetch("/cards/" + encodeURIComponent(id) + "?partial=1",
@@ -90,11 +109,14 @@
     const doc = new DOMParser().parseFromString(await response.text(), "text/html");
     const keepOpen = new Set([...drawerBody.querySelectorAll("details[open]")]
       .map((d) => d.dataset.key).filter(Boolean));
+    // A refresh of the card already open keeps what was typed while it was on its way.
+    const kept = drawer.openId === String(id) ? typed() : null;
     drawerBody.replaceChildren(...[...doc.body.childNodes].map((n) => document.adoptNode(n)));
     drawerBody.querySelectorAll("details").forEach((d, i) => {
       d.dataset.key = String(i);
       if (keepOpen.has(String(i))) d.open = true;
     });
+    if (kept) retype(kept);
     drawer.openId = String(id);
     drawer.hidden = false;
     drawer.stale = false;
@@ -119,11 +141,12 @@
 
   function drawerBusy() {
     // someone typing in the drawer: do not pull the form from under them
-    const active = document.activeElement;
-    if (active && drawer.contains && drawer.contains(active) && active.value) return true;
-    return [...(drawerBody ? drawerBody.querySelectorAll("input[name], textarea") : [])]
-      .some((f) => f.type !== "hidden" && f.type !== "number" && f.value);
+    return drawerBody !== null && typed().values.size > 0;
   }
+  // a change that came while someone typed is shown once the fields are cleared
+  document.addEventListener("input", () => {
+    if (drawer.stale && drawer.openId && !drawerBusy()) loadDrawer(drawer.openId);
+  });
 
   // --- the board -------------------------------------------------------------------------
   if (body.dataset.page !== "board") { refreshAges(); return; }
