@@ -97,6 +97,39 @@ def start(argv, keep=(), stdin=None, out=None, gate=None, netns=None):
             os._exit(127)
     return pid
 
+def hold(pid):
+    # Not root: a process of the launcher's that joins the user namespace owning the
+    # sandbox's network as its root, and its network, and stays till `release`: the pid
+    # slirp4netns and ip enter by. The command's own namespace is the nested one, where
+    # root is not mapped: slirp4netns, entering that, could not become root.
+    joined_r, joined_w = pipe()
+    stay_r, stay_w = pipe()
+    holder = os.fork()
+    if holder == 0:
+        try:
+            libc.prctl(1, 9, 0, 0, 0)
+            for fd in (gate_w, exit_r, exit_w, ready_r, ready_w, joined_r, stay_w):
+                os.close(fd)  # so that their other ends see the launcher's exit alone
+            net = os.open("/proc/%d/ns/net" % pid, os.O_RDONLY)
+            owner = fcntl.ioctl(net, 0xb701)  # NS_GET_USERNS: the one the network belongs to
+            if libc.setns(owner, 0x10000000) == 0:  # CLONE_NEWUSER
+                os.setresgid(0, 0, 0)
+                os.setresuid(0, 0, 0)
+                if libc.setns(net, 0x40000000) == 0:  # CLONE_NEWNET
+                    os.write(joined_w, b"1")
+                    os.read(stay_r, 1)  # the launcher's end closed, or the launcher gone
+        finally:
+            os._exit(0)
+    for fd in (joined_w, stay_r):
+        os.close(fd)
+    joined = os.read(joined_r, 1) == b"1"
+    os.close(joined_r)
+    return holder, stay_w, joined
+
+def release(holder, stay_w):
+    os.close(stay_w)
+    os.waitpid(holder, 0)
+
 def fail(why, child):
     # The command waits inside for a word on the gate: ended here, it never gets one.
     sys.stderr.write("kanban: the sandbox's own network did not start: " + why + "\n")
@@ -118,11 +151,12 @@ if len(numbers) < 2:
     fail("no two descriptors below 10 are free for the command's gate", None)
 at = next(i for i, a in enumerate(bwrap) if a.startswith("echo up >&@UP@"))
 bwrap[at] = bwrap[at].replace("@UP@", str(numbers[0])).replace("@GO@", str(numbers[1]))
-# Not root: bwrap makes a user namespace for its network. It maps this user to root there
-# (without a capability left for the command), so that slirp4netns and ip, entering it as
-# its owner, may configure the network: with the user mapped to itself they could not.
-userns = [] if os.geteuid() == 0 else ["--unshare-user", "--uid", "0", "--gid", "0",
-                                      "--cap-drop", "ALL"]
+# Not root: bwrap makes a user namespace for the sandbox. For its own set-up (--dev) it maps
+# this user to root in it, and that outer namespace owns the network; the command then runs
+# in a namespace nested in it that maps root back to this user, with no capability. So the
+# command sees its own uid, and slirp4netns and ip, entering the outer one as its root
+# through `hold` below, may configure the network.
+userns = [] if os.geteuid() == 0 else ["--unshare-user", "--cap-drop", "ALL"]
 child = start([bwrap[0], "--unshare-net", *userns, "--info-fd", str(info_w)] + bwrap[1:],
               keep=(info_w,), gate=numbers)
 for fd in (info_w, up_w, gate_r):
@@ -142,11 +176,18 @@ except (IndexError, ValueError):
 if os.read(up_r, 3) != b"up\n":  # bwrap's set-up done, the command's gate reached
     fail("bwrap did not start", child)
 os.close(up_r)
+target, holder = pid, None
+if userns:
+    holder, stay_w, joined = hold(pid)
+    if not joined:
+        release(holder, stay_w)
+        fail("its user namespace could not be entered", child)
+    target = holder
 null = os.open("/dev/null", os.O_WRONLY)
 nat = start([slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
              "--enable-sandbox", "--enable-seccomp", "--ready-fd",
              str(ready_w), "--exit-fd", str(exit_r)]
-            + [str(pid), "tap0"], keep=(ready_w, exit_r), out=null)
+            + [str(target), "tap0"], keep=(ready_w, exit_r), out=null)
 for fd in (ready_w, exit_r):
     os.close(fd)
 if os.read(ready_r, 1) != b"1":
@@ -163,11 +204,14 @@ with open("/proc/net/fib_trie", "rb") as trie:
                 not last.startswith(b"127.") and last + b"/32" not in routes:
             routes.append(last + b"/32")
 batch_r, batch_w = os.pipe()
-router = start([ip, "-batch", "-"], stdin=batch_r, out=null, netns=pid)
+router = start([ip, "-batch", "-"], stdin=batch_r, out=null, netns=target)
 os.close(batch_r)
 os.write(batch_w, b"".join(b"route add prohibit " + r + b"\n" for r in routes))
 os.close(batch_w)
-if status(router) != 0:
+routed = status(router) == 0
+if holder is not None:
+    release(holder, stay_w)
+if not routed:
     fail("the namespace's routes could not be set", child)
 os.close(null)
 for number in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
