@@ -65,7 +65,9 @@ class WebSettings:
     """`[web]`: what web_fetch may reach and how web_search finds results."""
 
     allow_loopback: bool = setting(False, "web_fetch may reach loopback addresses.")
-    allow_private: bool = setting(False, "web_fetch may reach private-network addresses.")
+    allow_private: bool = setting(False, "web_fetch, and sandboxed commands on a network of "
+                                  "their own, may reach private-network addresses (a LAN's, "
+                                  "a cloud network's).")
     max_bytes: int = setting(2_000_000, "The largest page web_fetch reads (bytes).")
     timeout_s: float = setting(20.0, "Seconds one fetch may take.")
     max_redirects: int = setting(5, "Redirects one fetch follows.")

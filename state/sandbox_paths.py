@@ -106,11 +106,13 @@ def runs_commands(profile: Any) -> bool:
 
 
 def reach(profile: Any, *, own_network: Callable[[], bool], card_home: Path | None = None,
-          network: object = None, reach_host: bool | None = None) -> dict[str, Any]:
+          network: object = None, reach_host: bool | None = None,
+          private_networks: bool = False) -> dict[str, Any]:
     """What a card of `profile` can read and write and its network, as `--json` shows it.
     `network`, `reach_host`: the card's own (its delegating cards' profiles narrow them);
     `own_network`: whether a sandbox's network can be its own here (asked only when it
-    matters: kanban.tools.sandbox.own_network_here)."""
+    matters: kanban.tools.sandbox.own_network_here); `private_networks`: `[web]
+    allow_private`, whether private networks answer on it."""
     network = network_value(profile.network if network is None else network)
     if profile.sandbox == "off" or (profile.sandbox == "auto" and shutil.which("bwrap") is None):
         data = {"sandbox": profile.sandbox, "read": ["whatever the dispatcher's user can read"],
@@ -128,7 +130,8 @@ def reach(profile: Any, *, own_network: Callable[[], bool], card_home: Path | No
     host = profile.reach_host if reach_host is None else reach_host
     shares = network is True and (host or not own_network())
     return {"sandbox": profile.sandbox, "read": read, "write": write, "network": network,
-            "host_services": shares, "reach_host": bool(host)}
+            "host_services": shares, "reach_host": bool(host),
+            "private_networks": network is True and (shares or private_networks)}
 
 
 def own_network_likely() -> bool:
@@ -167,7 +170,9 @@ def reach_lines(data: dict[str, Any]) -> list[str]:
                     + ("reach_host" if data.get("reach_host") else
                        "no network of its own on this host") + ")"
                     if data.get("host_services") else
-                    " (its own: this host's own services do not answer)")
+                    " (its own: this host's own services do not answer"
+                    + ("; private networks do: [web] allow_private)"
+                       if data.get("private_networks") else ", nor do private networks)"))
     return [f"reads: {', '.join(data['read'])}{unsandboxed}",
             f"writes: {', '.join(data['write'])}",
             f"network: {network}"]

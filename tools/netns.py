@@ -34,6 +34,18 @@ PROBE_TIMEOUT_S = 10.0
 # Blocked inside the namespace beside the host's own addresses (read at each start):
 # link-local, where cloud metadata services answer.
 PROHIBITED = ("169.254.0.0/16",)
+# ... and, unless `[web] allow_private` says otherwise, private networks: the LAN's other
+# machines, a cloud network's databases and admin ports (which often trust whoever reaches
+# them), and carrier-grade NAT's range (Tailscale's). slirp4netns's own 10.0.2.0/24 stays
+# reachable inside: its route is the more specific one.
+PRIVATE = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+_PRIVATE_NETS = tuple(ipaddress.ip_network(n) for n in PRIVATE)
+
+
+def prohibited(private: bool) -> tuple[str, ...]:
+    """The networks a sandbox's own network refuses (beside the host's own addresses);
+    `private`: whether private networks answer."""
+    return PROHIBITED if private else (*PROHIBITED, *PRIVATE)
 # Inside, first word on one descriptor that bwrap's own set-up is done (it brings the
 # namespace's loopback up: the launcher's routes and slirp4netns meanwhile made it fail,
 # "loopback: Failed RTM_NEWADDR"); then the command waits on another for the launcher's word
@@ -44,9 +56,9 @@ PROHIBITED = ("169.254.0.0/16",)
 _GATE = ('echo up >&@UP@; exec @UP@>&-; '
          'IFS= read -r go <&@GO@ && [ "$go" = go ] || exit 126; exec @GO@<&-; exec "$@"')
 
-# argv: slirp4netns, ip, then bwrap's argv. Self-contained (`python -I -S`),
-# built-in modules only. Exit 126 with one line on stderr when the network cannot be made:
-# the command never runs on a network other than its own.
+# argv: slirp4netns, ip, the networks to prohibit (comma-separated), then bwrap's argv.
+# Self-contained (`python -I -S`), built-in modules only. Exit 126 with one line on stderr
+# when the network cannot be made: the command never runs on a network other than its own.
 LAUNCHER = r"""
 import os, sys, ctypes, fcntl, _signal
 parent = os.getppid()
@@ -54,7 +66,7 @@ libc = ctypes.CDLL(None)
 libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with our starter
 if os.getppid() != parent:
     os._exit(126)
-slirp, ip, bwrap = sys.argv[1], sys.argv[2], sys.argv[3:]
+slirp, ip, prohibit, bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 
 def pipe():  # above 9: the numbers below are left to what was passed through, and the gate
     ends = os.pipe()
@@ -195,7 +207,7 @@ if os.read(ready_r, 1) != b"1":
 os.close(ready_r)
 # The host's own addresses and broadcast ones (this namespace's, as the kernel's routing
 # trie lists them) and link-local ones: prohibited inside
-routes, last = [p.encode() for p in __PROHIBITED__], b""
+routes, last = [p.encode() for p in prohibit.split(",") if p], b""
 with open("/proc/net/fib_trie", "rb") as trie:
     for line in trie:
         if b"|--" in line:
@@ -225,7 +237,7 @@ if code < 0:
     _signal.signal(-code, _signal.SIG_DFL)
     os.kill(os.getpid(), -code)
 os._exit(code & 255)
-""".replace("__PROHIBITED__", repr(list(PROHIBITED)))
+"""
 
 
 @dataclass(frozen=True)
@@ -245,10 +257,12 @@ def gated(argv: Sequence[str]) -> list[str]:
     return ["/bin/sh", "-c", _GATE, "sh", *argv]
 
 
-def launcher(programs: tuple[str, str], bwrap_argv: list[str]) -> list[str]:
-    """bwrap's argv (whose command is `gated`), run on a network of its own."""
+def launcher(programs: tuple[str, str], bwrap_argv: list[str], *,
+             private: bool = False) -> list[str]:
+    """bwrap's argv (whose command is `gated`), run on a network of its own; `private`:
+    whether private networks answer there."""
     return [os.path.realpath(sys.executable), "-I", "-S", "-c", LAUNCHER, *programs,
-            *bwrap_argv]
+            ",".join(prohibited(private)), *bwrap_argv]
 
 
 PROGRAMS = ("slirp4netns", "ip")
@@ -278,28 +292,31 @@ def check_own_network(found: Sequence[str],
             return OwnNetwork(None, f"a sandbox's own network does not start ({detail}); a "
                                     "sandbox with a network shares the host's")
     return OwnNetwork(programs, "a network of its own (slirp4netns): other hosts, not this "
-                                "host's own services or link-local addresses")
+                                "host's own services, link-local addresses or (unless [web] "
+                                "allow_private) private networks")
 
 
 # slirp4netns's resolver inside the namespace: it asks the host's resolver, from the host's
 # side, so a resolver the namespace cannot reach itself still answers.
 SLIRP_RESOLVER = "10.0.2.3"
 HOST_RESOLV_CONF = Path("/etc/resolv.conf")
-_resolvers: dict[tuple[int, int, int], tuple[Path, Path] | None] = {}
+_resolvers: dict[tuple[int, int, int, bool], tuple[Path, Path] | None] = {}
 
 
-def resolver_bind(host_conf: Path = HOST_RESOLV_CONF) -> tuple[Path, Path] | None:
+def resolver_bind(host_conf: Path = HOST_RESOLV_CONF, *,
+                  private: bool = False) -> tuple[Path, Path] | None:
     """(file, where in the sandbox) of the resolv.conf a sandbox on its own network reads,
     when the host's names a resolver unreachable from there: on loopback (systemd-resolved's
     127.0.0.53, a local dnsmasq), link-local (a cloud's, beside its metadata service), IPv6
-    (the namespace has none) or one of the host's own addresses. None when the host's serves
-    as it is, or there is none. Made once per version of the host's file."""
+    (the namespace has none), one of the host's own addresses, or, unless `private`
+    networks answer there, a private one (a home router's, a cloud network's). None when
+    the host's serves as it is, or there is none. Made once per version of the host's file."""
     try:
         where = Path(os.path.realpath(host_conf))
         found = os.stat(where)
     except OSError:
         return None
-    key = (found.st_ino, found.st_mtime_ns, found.st_size)
+    key = (found.st_ino, found.st_mtime_ns, found.st_size, private)
     made = _resolvers.get(key)
     if key not in _resolvers or (made is not None and not made[0].is_file()):  # tmp cleaned
         try:
@@ -309,19 +326,22 @@ def resolver_bind(host_conf: Path = HOST_RESOLV_CONF) -> tuple[Path, Path] | Non
         lines = text.splitlines()
         servers = [line.split()[1] for line in lines if line.split()[:1] == ["nameserver"]
                    and len(line.split()) > 1]
-        unreachable = [s for s in servers if not _reachable(s, _host_addresses())]
+        unreachable = [s for s in servers
+                       if not _reachable(s, _host_addresses(), private=private)]
         _resolvers[key] = (_conf_file(lines), where) if unreachable else None
     return _resolvers[key]
 
 
-def _reachable(server: str, own: frozenset[str]) -> bool:
+def _reachable(server: str, own: frozenset[str], *, private: bool) -> bool:
     """Whether the namespace reaches this resolver through the NAT as any other host."""
     try:
         address = ipaddress.ip_address(server.split("%")[0])
     except ValueError:
         return False
-    return address.version == 4 and not (address.is_loopback or address.is_link_local or
-                                         address.is_unspecified or server in own)
+    if address.version != 4 or address.is_loopback or address.is_link_local or \
+            address.is_unspecified or server in own:
+        return False
+    return private or not any(address in net for net in _PRIVATE_NETS)
 
 
 def _host_addresses() -> frozenset[str]:

@@ -89,6 +89,9 @@ class SandboxPolicy:
     # services do not answer (kanban.tools.netns), wherever this host can make one; False:
     # the host's network (the profile's reach_host).
     own_network: bool = True
+    # On its own network: whether private networks (a LAN's other machines, a cloud
+    # network's) answer too (`[web] allow_private`); the host's own services never do.
+    private_networks: bool = False
     system: SystemView = field(default_factory=system_view, repr=False)
 
     @property
@@ -120,7 +123,8 @@ class SandboxPolicy:
                 args += [kind, str(path), str(path)]
         own = own_network(bwrap) if (self.network and self.proxy_socket is None
                                      and self.own_network) else None
-        resolver = resolver_bind() if own is not None and own.available else None
+        resolver = resolver_bind(private=self.private_networks) \
+            if own is not None and own.available else None
         if resolver is not None:  # over the host's: a resolver the namespace cannot reach
             args += ["--ro-bind", str(resolver[0]), str(resolver[1])]
         # /dev is a tmpfs too (half the RAM): read-only, but for a small /dev/shm of its own
@@ -137,7 +141,8 @@ class SandboxPolicy:
             return ["/bin/sh", "-c", _LAUNCH, str(seccomp or ""), *args, "--chdir", str(cwd),
                     "--", *argv]
         return ["/bin/sh", "-c", _LAUNCH, str(seccomp or ""),
-                *launcher(own.programs, [*args, "--chdir", str(cwd), "--", *gated(argv)])]
+                *launcher(own.programs, [*args, "--chdir", str(cwd), "--", *gated(argv)],
+                          private=self.private_networks)]
 
     def _mounts(self) -> list[tuple[Path, str]]:
         """Every mount over the system view, parents before children."""

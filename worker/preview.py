@@ -95,7 +95,8 @@ def preview_worker(kb: Kanban, card_id: int, config: Config, env: Mapping[str, s
                          reach(plan.profile, own_network=own_network_here,
                                card_home=card_home_path(home, card.board, card.id),
                                network=card_network(kb, card, plan.profile, config),
-                               reach_host=card_reaches_host(kb, card, plan.profile, config)),
+                               reach_host=card_reaches_host(kb, card, plan.profile, config),
+                               private_networks=config.web.allow_private),
                          endpoint=endpoint_label(url) if url else None)
 
 

@@ -43,7 +43,8 @@ def probe_host() -> None:
     global _host_check
     _host_check = (os.environ.get("PATH", ""), check_sandbox())
     if _host_check[1].available and own_network().available:  # tried once
-        resolver_bind()  # its resolv.conf, made here once rather than in each worker
+        for private in (False, True):  # its resolv.conf, made here once, not per worker
+            resolver_bind(private=private)
     own_interpreter()  # and the system view it is measured against
     libc()
     setpriv_pdeathsig()
@@ -90,7 +91,8 @@ def choose_runner(base: Runner, profile: Profile, *, network: Network, workspace
         return _unsandboxed(_counted(base, profile), proxy, f"no sandbox: {check.reason}")
     policy = card_policy(profile, network=network, workspace=workspace, home=home,
                          checkout=checkout, card_home=card_home, servers=servers,
-                         proxy=proxy, reach_host=reach_host)
+                         proxy=proxy, reach_host=reach_host,
+                         private_networks=(web or WebSettings()).allow_private)
     runner: Runner = BwrapRunner(policy, base)
     readonly = (*policy.readonly, *policy.readable)
     if proxy is None:
@@ -106,7 +108,8 @@ def _network_note(policy: SandboxPolicy) -> str:
         return "network on (the host's: reach_host)"
     own = own_network()
     if own.available:
-        return "network on (its own: this host's services do not answer)"
+        return ("network on (its own: this host's services do not answer"
+                + ("" if policy.private_networks else ", nor do private networks") + ")")
     return f"network on (the host's: {own.reason.split(';')[0]})"
 
 
@@ -136,13 +139,13 @@ def _listed(patterns: Network) -> str:
 def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Path,
                 checkout: Workspace | None = None, card_home: Path | None = None,
                 servers: Sequence[McpServer] = (), proxy: NetProxy | None = None,
-                reach_host: bool = False) -> SandboxPolicy:
+                reach_host: bool = False, private_networks: bool = False) -> SandboxPolicy:
     """The wall of one card: its workspace, what its recorded git folders let a commit
     write (a worktree's), its own HOME and the profile's `sandbox_write` writable; a
     repository's hooks, config and start-up files in them read-only; the profile's
     `sandbox_read`, this Python and its MCP servers' programs readable; the board's folder
-    hidden; the network on (its own, or the host's with `reach_host`), off, or only the
-    proxy's socket."""
+    hidden; the network on (its own, private networks in it with `private_networks`, or
+    the host's with `reach_host`), off, or only the proxy's socket."""
     hidden = hidden_folders(home, workspace)
     granted = _existing(profile.sandbox_write)
     readable = [*_existing(profile.sandbox_read), *own_interpreter()]
@@ -158,7 +161,7 @@ def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Pa
                          readable=tuple(dict.fromkeys(readable)), readonly=wall.readonly,
                          proxy_socket=proxy.socket_path if proxy else None,
                          tmp_bytes=profile.max_workspace_bytes,
-                         own_network=not reach_host,
+                         own_network=not reach_host, private_networks=private_networks,
                          tmp_files=profile.max_workspace_files,
                          most_processes=profile.max_processes,
                          most_memory=profile.max_memory_bytes)

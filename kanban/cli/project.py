@@ -106,7 +106,8 @@ def profiles_reach(ctx: click.Context) -> dict[str, Any]:
         config = config_of(ctx)
     except ConfigError:  # said by the config check; the counts still show
         return {}
-    return {name: reach(p, own_network=own_network_likely)
+    return {name: reach(p, own_network=own_network_likely,
+                        private_networks=config.web.allow_private)
             for name, p in sorted(config.profiles.items()) if runs_commands(p)}
 
 

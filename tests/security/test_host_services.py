@@ -8,6 +8,7 @@ address. The sandbox's network is its own (slirp4netns): other hosts answer, the
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import socket
@@ -21,7 +22,7 @@ import pytest
 
 from tests.security.conftest import Attack
 from tests.support.procs import wait_until
-from tests.support.sandbox import Listener, require_own_network
+from tests.support.sandbox import Listener, require_own_network, require_root_with
 
 PROFILE = ('toolsets = ["kanban", "terminal"]\napproval = "allow"\nsandbox = "required"\n'
            'network = true\n')
@@ -107,6 +108,31 @@ def test_another_host_still_answers(attack: Attack, other_host: tuple[str, int])
     assert f"CONNECTED {address}:{port} {GREETING}" in said, said
 
 
+def test_a_private_network_host_does_not_answer(attack: Attack,
+                                                private_host: tuple[str, int]) -> None:
+    """A machine on a private network (the LAN's NAS, a cloud network's database that trusts
+    whoever reaches it) is out of reach as the host's own services are, as web_fetch
+    refuses it; the worker's log says so."""
+    require_own_network()
+    attack.configure(PROFILE)
+    address, port = private_host
+    said = knock(attack, [f"{address}:{port}"])
+    assert f"refused {address}:{port} {errno.EACCES}\n" in said, said  # a prohibit route
+    log = "\n".join(f.read_text() for f in (attack.board.home / "logs").glob("*.log"))
+    assert "nor do private networks" in log, log
+
+
+def test_allow_private_lets_a_private_network_answer(attack: Attack,
+                                                     private_host: tuple[str, int]) -> None:
+    """`[web] allow_private = true` opens private networks to the sandbox (and to web_fetch):
+    the same host, the same knock, answered."""
+    require_own_network()
+    attack.configure(PROFILE, "[web]\nallow_private = true\n")
+    address, port = private_host
+    said = knock(attack, [f"{address}:{port}"])
+    assert f"CONNECTED {address}:{port} {GREETING}" in said, said
+
+
 def test_a_profile_that_reaches_the_host_says_so(attack: Attack) -> None:
     """reach_host = true shares the host's network, as the worker's log says."""
     require_own_network()
@@ -123,20 +149,27 @@ def test_a_profile_that_reaches_the_host_says_so(attack: Attack) -> None:
 
 @pytest.fixture
 def other_host() -> Iterator[tuple[str, int]]:
-    """(address, port) of a TCP service that greets with GREETING on 'another host'."""
-    if os.geteuid() != 0:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("another host's namespace needs root under CI")
-        pytest.skip("another host's namespace needs root")
-    with _namespace_host() as found:
+    """(address, port) of a TCP service that greets with GREETING on 'another host', on a
+    public network (198.18/15, set aside for benchmarks)."""
+    require_root_with("ip", "another host's namespace")
+    with _namespace_host("198.19") as found:
+        yield found
+
+
+@pytest.fixture
+def private_host() -> Iterator[tuple[str, int]]:
+    """The same on a private network (192.168/16), as a machine of the LAN."""
+    require_root_with("ip", "another host's namespace")
+    with _namespace_host("192.168") as found:
         yield found
 
 
 @contextmanager
-def _namespace_host() -> Iterator[tuple[str, int]]:
+def _namespace_host(prefix: str) -> Iterator[tuple[str, int]]:
+    """A network namespace behind a veth pair, on a random /30 of `prefix`.0.0/16."""
     tag = uuid.uuid4().hex[:8]
     name, ours, theirs = f"kbtest-{tag}", f"kbh{tag}", f"kbo{tag}"
-    net = f"198.19.{random.randrange(256)}.{4 * random.randrange(64)}"
+    net = f"{prefix}.{random.randrange(256)}.{4 * random.randrange(64)}"
     base = net.rsplit(".", 1)[0] + "."
     last = int(net.rsplit(".", 1)[1])
     host_side, far_side = f"{base}{last + 1}", f"{base}{last + 2}"

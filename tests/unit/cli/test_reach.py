@@ -161,7 +161,12 @@ def test_a_network_says_whether_this_hosts_own_services_answer(
     shared = reach(Profile(sandbox="required", toolsets=("terminal",), reach_host=True),
                    own_network=own_network_here)
     assert reach_lines(own)[2] == ("network: on (its own: this host's own services do not "
-                                   "answer)")
+                                   "answer, nor do private networks)")
+    lan = reach(Profile(sandbox="required", toolsets=("terminal",)),
+                own_network=own_network_here, private_networks=True)
+    assert lan["private_networks"] and not lan["host_services"]
+    assert reach_lines(lan)[2] == ("network: on (its own: this host's own services do not "
+                                   "answer; private networks do: [web] allow_private)")
     assert shared["host_services"] and shared["reach_host"]
     assert reach_lines(shared)[2] == ("network: on (the host's: its own services answer "
                                       "too, reach_host)")

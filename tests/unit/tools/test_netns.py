@@ -167,6 +167,28 @@ def test_a_resolver_the_sandbox_cannot_reach_is_replaced(tmp_path: Path, servers
     assert resolver_bind(conf) == bind  # made once per version of the host's file
 
 
+@pytest.mark.parametrize("server", ["192.168.1.1", "10.0.0.2", "172.31.0.2", "100.100.100.100"])
+def test_a_private_resolver_is_replaced_while_private_networks_are_refused(
+        tmp_path: Path, server: str) -> None:
+    """A home router's resolver, a cloud network's (AWS's VPC resolver), Tailscale's: the
+    sandbox's routes prohibit them unless `[web] allow_private`, so slirp4netns's asks."""
+    conf = tmp_path / "resolv.conf"
+    conf.write_text(f"nameserver {server}\n")
+    bind = resolver_bind(conf)
+    assert bind is not None and bind[0].read_text() == "nameserver 10.0.2.3\n"
+    assert resolver_bind(conf, private=True) is None
+
+
+def test_private_networks_are_prohibited_unless_allowed() -> None:
+    argv = launcher(("/usr/bin/slirp4netns", "/usr/sbin/ip"), ["bwrap", "--", "true"])
+    shut = argv[argv.index("/usr/sbin/ip") + 1].split(",")
+    assert set(shut) == {"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                         "100.64.0.0/10"}
+    argv = launcher(("/usr/bin/slirp4netns", "/usr/sbin/ip"), ["bwrap", "--", "true"],
+                    private=True)
+    assert argv[argv.index("/usr/sbin/ip") + 1] == "169.254.0.0/16"  # link-local, always
+
+
 def test_the_resolver_file_goes_where_resolv_conf_leads(tmp_path: Path) -> None:
     """/etc/resolv.conf as a link to systemd's stub under /run: bound over the stub (which
     the system view binds), not over the link."""

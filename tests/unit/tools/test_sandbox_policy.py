@@ -67,7 +67,7 @@ def test_read_only_paths_are_bound_over_the_writable_folders_that_hold_them() ->
     objects, admin = common / "objects", common / "worktrees" / "7"
     argv = SandboxPolicy(writable=(workspace, objects, admin),
                          readonly=(common, admin / "gitdir", workspace / ".bashrc"),
-                         system=BARE).wrap(["true"], workspace)
+                         network=False, system=BARE).wrap(["true"], workspace)
     assert mounts(argv) == [
         ("--tmpfs", "/tmp"), ("--ro-bind", str(common)), ("--bind", str(objects)),
         ("--bind", str(workspace)), ("--bind", str(admin)),
@@ -76,7 +76,7 @@ def test_read_only_paths_are_bound_over_the_writable_folders_that_hold_them() ->
 
 
 def test_at_the_same_path_read_only_wins() -> None:
-    argv = SandboxPolicy(writable=(Path("/w"),), readonly=(Path("/w"),),
+    argv = SandboxPolicy(writable=(Path("/w"),), readonly=(Path("/w"),), network=False,
                          system=BARE).wrap(["true"], Path("/w"))
     assert mounts(argv) == [("--tmpfs", "/tmp"), ("--bind", "/w"), ("--ro-bind", "/w"), *SHM,
                             *DEV]
