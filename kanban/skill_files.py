@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -105,11 +106,16 @@ def new_file(directory: int, name: str, data: bytes) -> None:
 
 
 def read_file(directory: int, name: str, limit: int) -> bytes:
-    """A regular file's bytes (a symlink refused); ValidationError past `limit`."""
+    """A regular file's bytes (a symlink, a FIFO or a device refused, never waited on);
+    ValidationError past `limit`."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=directory)
     except OSError as exc:
         raise UnsafeSkillPath(f"cannot read {name!r} ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeSkillPath(f"cannot read {name!r} (not a regular file)")
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
@@ -118,11 +124,13 @@ def read_file(directory: int, name: str, limit: int) -> bytes:
 
 
 def read_skill_file(folder: Path, name: str, limit: int) -> bytes:
-    """A file of the agent skill at `folder` (.kanban/agent-skills/NAME), read without
-    following a symlink swapped in for the folder or the file since it was listed."""
+    """A file of the agent skill at `folder` (.kanban/agent-skills/NAME), `name` relative
+    to it (a/b.md), read without following a symlink swapped in for the folder, a folder
+    on the way or the file since it was listed."""
+    *folders, base = name.split("/")
     with agent_root(folder.parent.parent, create=False) as root, \
-            opened(root, [folder.name]) as directory:
-        return read_file(directory, name, limit)
+            opened(root, [folder.name, *folders]) as directory:
+        return read_file(directory, base, limit)
 
 
 def move(src_dir: int, src: str, dst_dir: int, dst: str) -> None:

@@ -12,14 +12,17 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from kanban.attachments import Attachments
 from kanban.cards import card_attachments
 from kanban.records import AttachmentRecord
-from kanban.skills import Skill, shipped_files
+from kanban.skill_files import read_skill_file
+from kanban.skills import AGENT, MAX_SKILL_BYTES, Skill, shipped_files
 from kanban.state.beneath import real_folder
 
 MATERIALS_DIR = ".kanban-card"
@@ -60,7 +63,12 @@ def place_materials(attachments: Attachments, card_id: int, skills: Sequence[Ski
     for skill in skills:
         prefix = f"{SKILLS_DIR}/{skill.name}/"
         for rel in materials.skill_files[skill.name]:
-            _copy_read_only(skill.folder / rel.removeprefix(prefix), workspace, rel)
+            member = rel.removeprefix(prefix)
+            if skill.source == AGENT:  # a folder cards may write: nothing swapped in followed
+                _write_read_only(read_skill_file(skill.folder, member, MAX_SKILL_BYTES),
+                                 workspace, rel)
+            else:
+                _copy_read_only(skill.folder / member, workspace, rel)
     return materials
 
 
@@ -85,6 +93,19 @@ def _fresh_dir(workspace: Path, relative: str) -> None:
 def _copy_read_only(src: Path, workspace: Path, rel: str) -> None:
     """Copy bytes only to `workspace/rel`; the copy is 0444, its folders are real folders,
     and nothing on the way is followed."""
+    with open(src, "rb") as source, _created(workspace, rel) as out:
+        while chunk := source.read(_CHUNK):
+            out.write(chunk)
+
+
+def _write_read_only(data: bytes, workspace: Path, rel: str) -> None:
+    with _created(workspace, rel) as out:
+        out.write(data)
+
+
+@contextmanager
+def _created(workspace: Path, rel: str) -> Iterator[BinaryIO]:
+    """`workspace/rel` made new (0444 once written) in real folders, nothing followed."""
     *folders, name = rel.split("/")
     folder = real_folder(workspace, folders)
     try:
@@ -92,7 +113,6 @@ def _copy_read_only(src: Path, workspace: Path, rel: str) -> None:
                      0o600, dir_fd=folder)
     finally:
         os.close(folder)
-    with open(src, "rb") as source, os.fdopen(fd, "wb") as out:
-        while chunk := source.read(_CHUNK):
-            out.write(chunk)
+    with os.fdopen(fd, "wb") as out:
+        yield out
         os.fchmod(out.fileno(), 0o444)
