@@ -102,7 +102,8 @@ def user_skills_dir(env: Mapping[str, str]) -> Path:
 
 
 def skill_roots(home: Path, env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
-    """Folders of skill folders, highest precedence first (packages come after these)."""
+    """Folders of skill folders, highest precedence first (packages come between the
+    person's and the agents')."""
     env = os.environ if env is None else env
     return [("project", home / "skills"), ("user", user_skills_dir(env)),
             (AGENT, home / AGENT_SKILLS)]
@@ -110,12 +111,14 @@ def skill_roots(home: Path, env: Mapping[str, str] | None = None) -> list[tuple[
 
 def load_catalog(home: Path, env: Mapping[str, str] | None = None, *,
                  packages: bool = True) -> SkillCatalog:
-    """Every skill visible from the database folder `home`; the first of a name wins."""
+    """Every skill visible from the database folder `home`; the first of a name wins:
+    a person's (project, user), then installed packages', then agents' (an agent's skill
+    never passes for one a person put in place or installed, even one installed later)."""
     roots = skill_roots(home, env)
     problems: list[str] = []
     if packages:
         found, problems = package_roots()
-        roots += found
+        roots = [r for r in roots if r[0] != AGENT] + found + [r for r in roots if r[0] == AGENT]
     skills: dict[str, Skill] = {}
     for source, root in roots:
         for skill_or_problem in _skills_in(root, source):

@@ -64,9 +64,14 @@ def test_a_broken_skill_is_reported_and_skipped(tmp_path: Path, text: str,
     assert problem in reported and "bad/SKILL.md" in reported
 
 
-def test_project_beats_user_beats_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                          ) -> None:
+def test_project_beats_user_beats_package_beats_agent(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     env = env_for(tmp_path)
+    # An agent wrote "packaged" before the package that brings one was installed: the
+    # agent's must not pass for what a person chose to install (nor a person's for the agent's)
+    skill(tmp_path / "agent-skills", "packaged",
+          "---\nname: packaged\ndescription: by an agent\n---\nAgent body\n")
+    skill(tmp_path / "agent-skills", "own", "---\nname: own\ndescription: agent only\n---\n")
     skill(tmp_path / "skills", "a", "---\nname: shared\ndescription: project\n---\n")
     skill(tmp_path / "config" / "kanban" / "skills", "b",
           "---\nname: shared\ndescription: user\n---\n")
@@ -91,6 +96,7 @@ def test_project_beats_user_beats_package(tmp_path: Path, monkeypatch: pytest.Mo
     assert catalog.get("mine").description == "user only"
     assert catalog.get("packaged").source == "package:demo"
     assert catalog.get("packaged").body == "P body"
+    assert catalog.get("own").source == "agent"
     assert any("package:broken: cannot load" in p for p in catalog.problems)
     sys.modules.pop("demo_skills_pkg", None)
 
