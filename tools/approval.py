@@ -14,6 +14,7 @@ from kanban import approvals
 from kanban.agent.types import ToolResult
 from kanban.events import record_event
 from kanban.tools.policy import Verdict, judge
+from kanban.tools.sandbox import BwrapRunner
 from kanban.tools.workbench import Workbench
 
 UNKNOWN_PREFIX = "unknown command: "
@@ -25,7 +26,8 @@ def rule_of(verdict: Verdict) -> str:
 
 
 def gate(bench: Workbench, command: str) -> ToolResult | None:
-    verdict = judge(command, bench.profile.dangerous_patterns, workspace=bench.workspace)
+    verdict = judge(command, bench.profile.dangerous_patterns, workspace=bench.workspace,
+                    own_pids=bench.runner.name == BwrapRunner.name)  # bwrap --unshare-pid
     if verdict.safe:
         return None
     rule = rule_of(verdict)

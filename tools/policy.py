@@ -50,11 +50,18 @@ _ONE_LINERS: dict[str, tuple[str, ...]] = {
 }
 
 
-def judge(command: str, extra: Iterable[str] = (), *, workspace: Path | None = None
-          ) -> Verdict:
+# The programs whose rules are about which processes they signal.
+SIGNALLERS = frozenset({"kill", "pkill", "killall"})
+
+
+def judge(command: str, extra: Iterable[str] = (), *, workspace: Path | None = None,
+          own_pids: bool = False) -> Verdict:
     """The verdict on `command`: a built-in rule, else a profile's own regex (named by
-    itself), else unknown or safe."""
-    verdict = _Judge(workspace).text(command, ".", 0)
+    itself), else unknown or safe. `own_pids`: the command runs in a pid namespace of its
+    own (the sandbox's), where a pid names one of its own processes and "every process" is
+    every one of its own: kill, pkill and killall are judged as any other program there
+    (the host's pid 1234, another user's, is not the one it would signal)."""
+    verdict = _Judge(workspace, own_pids).text(command, ".", 0)
     if verdict.dangerous:
         return verdict
     for pattern in extra:
@@ -89,8 +96,9 @@ def _interpreter(program: str) -> str | None:
 
 
 class _Judge:
-    def __init__(self, workspace: Path | None) -> None:
+    def __init__(self, workspace: Path | None, own_pids: bool = False) -> None:
         self.workspace = workspace
+        self.own_pids = own_pids
 
     def text(self, command: str, cwd: str, depth: int) -> Verdict:
         if depth > MAX_DEPTH:
@@ -139,7 +147,7 @@ class _Judge:
             args = (*args, Word("<input>", dynamic=True))
         call = Call(program, tuple(args), simple.cwd, self.workspace)
         verdicts = [program_rule(call)]
-        rule = RULES.get(program)
+        rule = None if self.own_pids and program in SIGNALLERS else RULES.get(program)
         if rule is not None:
             verdicts.append(rule(call))
         verdicts += [write_verdict(path, simple.cwd) for path in written_paths(call)]

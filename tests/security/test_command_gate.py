@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,8 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kanban.state.config import Profile
+from kanban.tools.approval import gate
 from kanban.tools.command_rules import Verdict
 from kanban.tools.policy import judge
+from kanban.tools.runner import CommandSpec, PlainRunner
+from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+from kanban.tools.workbench import Workbench
 from kanban.worker.toolbox import approval_mode
 from tests.security.conftest import Attack, replayer
 from tests.support.llm_server import LLMServer
@@ -173,6 +178,44 @@ def test_killing_another_users_process_by_pid_or_as_root_by_name_is_named() -> N
     else:  # anyone else signals only their own
         assert all(v.safe for v in by_name), by_name
     assert judge(f"pkill -u {os.getuid()} -f my-server").safe  # one's own, by name
+
+
+def test_in_the_sandbox_a_signal_reaches_only_the_sandboxs_own_processes(
+        tmp_path: Path) -> None:
+    """Sandboxed, a pid is one of the sandbox's own (bwrap --unshare-pid): `kill -9 -1`, a
+    host pid and pkill by name reach no host process, the worker's user's own included,
+    so the gate does not call them dangerous there (nor a host pid another user's)."""
+    require_bwrap()
+    other = _another_users_process()
+    host = subprocess.Popen(["sleep", "300"])
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    box = BwrapRunner(SandboxPolicy(writable=(workspace,), network=False), PlainRunner())
+    try:
+        result = box.run(CommandSpec.shell(
+            f"kill -9 {host.pid}; kill -9 {other}; pkill -9 sleep; kill -9 -1; echo after",
+            cwd=workspace, output_path=tmp_path / "out.txt", timeout_s=30.0,
+            env={"PATH": os.environ["PATH"]}))
+        assert result.error is None, result
+        assert host.poll() is None  # the worker's user's own process, untouched
+        assert Path(f"/proc/{other}").exists()
+    finally:
+        box.cancel_all()
+        host.kill()
+        host.wait()
+    dangerous_outside = [f"kill -9 {other}", "kill -9 1", "kill -9 -1", "pkill -f ."]
+    for command in dangerous_outside:
+        assert judge(command).dangerous, command  # unsandboxed, each is what it says
+    for command in [*dangerous_outside, f"kill -9 {host.pid}", "killall -9 sshd"]:
+        assert judge(command, own_pids=True).safe, command
+    assert judge("rm -rf /", own_pids=True).dangerous  # the other rules hold there too
+    # the gate judges a sandboxed card's commands so, and an unsandboxed card's not
+    sandboxed = Workbench(workspace, approval="deny", runner=box)
+    plain = Workbench(workspace, approval="deny", runner=PlainRunner())
+    assert gate(sandboxed, "kill -9 -1") is None
+    refused = gate(plain, "kill -9 -1")
+    assert refused is not None and refused.is_error
+    assert gate(sandboxed, "rm -rf /") is not None
 
 
 def test_an_absolute_path_inside_the_workspace_is_inside(tmp_path: Path) -> None:
