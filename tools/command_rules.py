@@ -277,11 +277,13 @@ def pkill_rule(call: Call) -> Verdict | None:
     texts = call.texts
     me = getpass.getuser()
     for i, text in enumerate(texts):
-        user = None
+        user, word = None, None
         if text in ("-u", "-U", "--user", "--euid", "--uid") and i + 1 < len(texts):
-            user = texts[i + 1]
+            user, word = texts[i + 1], call.args[i + 1]
         elif text.startswith(("--user=", "--uid=", "--euid=")):
-            user = text.split("=", 1)[1]
+            user, word = text.split("=", 1)[1], call.args[i]
+        if user is not None and word is not None and word.dynamic:  # $(id -un), $USER...
+            return unknown("pkill of a user known only when the command runs")
         if user is not None and any(u not in (me, str(os.getuid())) for u in user.split(",")):
             return danger(OTHER_USERS)
     patterns = _operands(call.args)

@@ -178,6 +178,9 @@ def test_killing_another_users_process_by_pid_or_as_root_by_name_is_named() -> N
     else:  # anyone else signals only their own
         assert all(v.safe for v in by_name), by_name
     assert judge(f"pkill -u {os.getuid()} -f my-server").safe  # one's own, by name
+    for computed in ('pkill -u "$(id -un)" my-server', "pkill --uid=$UID my-server"):
+        assert judge(computed) == Verdict(  # whose is not known from the text: not "another's"
+            "unknown", "pkill of a user known only when the command runs"), computed
 
 
 def test_in_the_sandbox_a_signal_reaches_only_the_sandboxs_own_processes(
