@@ -36,6 +36,12 @@ STATUS_NAMES: tuple[str, ...] = tuple(s.value for s in BOARD_ORDER)
 assert set(BOARD_ORDER) == set(CardStatus), "every state has its place on the board"
 
 
+def error_label(status: str) -> str:
+    """What a card's `error` is, said in its view: why it is blocked (a person's, an agent's
+    or a failed dependency's reason), else what went wrong."""
+    return "blocked because" if status == CardStatus.BLOCKED else "error"
+
+
 class Action(StrEnum):
     PROMOTE = "promote"
     RELEASE = "release"  # a scheduled card's time came

@@ -18,6 +18,7 @@ from kanban.attempts import budget_attempts, event_details, labels
 from kanban.attempts import label as attempt_label
 from kanban.cli.output import one_line, paint, plural, when
 from kanban.state.timeutil import utcnow
+from kanban.states import error_label
 from kanban.textsafety import visible
 from kanban.when import age, until
 
@@ -110,7 +111,7 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
     c = detail.card
     lines = [f"{paint(f'#{c.id} {c.title}', 'bold')}  {status_word(c.status)}", _facts(c, now)]
     for label, body in (("script", c.command), ("goal", c.goal), ("context", c.context),
-                        ("result", c.result), ("error", c.error)):
+                        ("result", c.result), (error_label(c.status), c.error)):
         if body:
             lines += _section(label, body, None if full or label != "context" else CONTEXT_SHOWN)
     if c.review:

@@ -13,7 +13,7 @@ from kanban.activity import describe, money
 from kanban.attempts import event_details
 from kanban.attempts import label as attempt_label
 from kanban.columns import BoardCard
-from kanban.states import STATUS_NAMES, TERMINAL
+from kanban.states import STATUS_NAMES, TERMINAL, error_label
 from kanban.textsafety import visible
 from kanban.when import age
 
@@ -70,5 +70,5 @@ def make_templates() -> jinja2.Environment:
     env.globals.update(clip=clip, tool_calls=tool_calls, event_details=event_details,
                        attempt_label=attempt_label,
                        finished=lambda status: status in TERMINAL, describe=describe,
-                       status_names=STATUS_NAMES)
+                       status_names=STATUS_NAMES, error_label=error_label)
     return env

@@ -189,6 +189,9 @@ def test_hostile_text_is_escaped_everywhere(served: WebServer, kb: Kanban) -> No
     board = client.get("/").text
     why = board.split(f'id="card-{stuck.id}"', 1)[1].split('class="why"', 1)[1].split("</span>")[0]
     assert why == ">— " + str(markupsafe.escape(HOSTILE)), why  # the reason, as text
+    drawer = client.get(f"/cards/{stuck.id}?partial=1").text
+    assert '<section class="text blocked-because">\n    <h3>blocked because</h3>' in drawer
+    assert "<h3>error</h3>" not in drawer
     pages = [client.get("/"), client.get(f"/cards/{card.id}"),
              client.get(f"/cards/{card.id}?partial=1"), client.get("/columns/running"),
              client.get("/?q=script")]

@@ -77,3 +77,16 @@ def test_the_board_says_why_a_card_is_blocked(cli: Cli, kanban: Kanban) -> None:
         card: "which database: sqlite or postgres?", hostile: (HOSTILE + " " + "why " * 100)[:200]}
     ready = cli.json("board")["columns"]["ready"]
     assert [(c["id"], c["blocked_because"]) for c in ready] == [(neighbour, None)]
+
+
+def test_show_calls_a_block_reason_a_reason_and_a_failure_an_error(
+        cli: Cli, kanban: Kanban) -> None:
+    blocked = cli.add("Pick a database")
+    cli.ok("block", str(blocked), "--reason", "which database?")
+    shown = cli.ok("show", str(blocked)).stdout
+    assert "── blocked because ──\nwhich database?" in shown and "── error ──" not in shown
+    failed = cli.add("Migrate")
+    _plant_reason(cli, failed, "exit 2: no such table")  # as a failed run leaves it
+    with closing(sqlite3.connect(cli.db_path)) as conn, conn:
+        conn.execute("UPDATE card SET status = 'failed' WHERE id = ?", (failed,))
+    assert "── error ──\nexit 2: no such table" in cli.ok("show", str(failed)).stdout
