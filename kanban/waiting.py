@@ -33,6 +33,12 @@ def resume_if_settled(conn: Conn, card_id: int, *, now: datetime, actor: Actor) 
     return True
 
 
+def any_waiting(conn: Conn) -> bool:
+    """Whether any card waits on children (one probe of the waiting cards' index)."""
+    return conn.scalar("SELECT id FROM card WHERE status = 'waiting' ORDER BY id LIMIT 1") \
+        is not None
+
+
 def resume_settled(conn: Conn, *, now: datetime) -> list[int]:
     """Every waiting card whose children have all finished, back to ready (a safety net:
     the last child's transition does this itself)."""

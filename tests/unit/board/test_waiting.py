@@ -183,6 +183,18 @@ def test_the_safety_net_resumes_a_card_whose_children_finished(kb: Kanban,
     assert kb.card(parent).status == S.READY and kb.resume_settled() == []
 
 
+def test_the_safety_net_takes_no_write_lock_when_nothing_waits(
+        kb: Kanban, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dispatcher asks every tick: on a board with no waiting card, only a read."""
+    writes = []
+    write = db.write
+    monkeypatch.setattr(db, "write", lambda: writes.append(1) or write())
+    assert kb.resume_settled() == [] and writes == []
+    _waiting_parent(kb, children=1)
+    writes.clear()
+    assert kb.resume_settled() == [] and writes == [1]  # one waits: looked at in a write
+
+
 def test_a_worker_completing_a_child_resumes_its_parent(kb: Kanban, db: Database) -> None:
     """On PostgreSQL too, where a worker's completion is otherwise one statement."""
     parent, (kid,) = _waiting_parent(kb, children=1)
