@@ -64,6 +64,14 @@ def short_number(value: float) -> str:
     return str(int(value))
 
 
+def cost_text(dollars: float, unpriced: int) -> str:
+    """What model calls cost, saying how many had no known price (not counted as free)."""
+    if not unpriced:
+        return money(dollars)
+    calls = f"{unpriced:,} unpriced call{'' if unpriced == 1 else 's'}"
+    return f"unknown ({calls})" if not dollars else f"{money(dollars)} (+{calls})"
+
+
 def money(dollars: float | None) -> str:
     """Dollars with enough digits for sub-cent amounts."""
     if dollars is None:

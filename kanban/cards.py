@@ -13,6 +13,7 @@ from kanban.dependencies import block_on, check_link, ended_dependency, unfinish
 from kanban.errors import BoardNotFound, CardNotFound, ValidationError
 from kanban.events import record_event
 from kanban.records import (
+    RUNS_OF_CARD,
     AttachmentRecord,
     CardDetail,
     CardRecord,
@@ -335,7 +336,7 @@ def card_detail_plan(card_id: int, *, board: str | None = None) -> Plan[CardDeta
                                  key)).column()
     child_ids = (yield Query("SELECT id FROM card WHERE parent_id = :id", key)).column()
     comments: Rows = yield Query("SELECT * FROM comment WHERE card_id = :id ORDER BY id", key)
-    runs: Rows = yield Query("SELECT * FROM run WHERE card_id = :id ORDER BY id", key)
+    runs: Rows = yield Query(RUNS_OF_CARD, key)
     events: Rows = yield Query("SELECT * FROM event WHERE card_id = :id ORDER BY id", key)
     policy = card.on_dependency_failure or (yield Query(
         "SELECT on_dependency_failure FROM board WHERE name = :b", {"b": card.board})).scalar()

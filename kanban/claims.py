@@ -12,7 +12,7 @@ from typing import Any
 
 from kanban.errors import InvalidTransition, LeaseLost
 from kanban.events import record_event, status_change
-from kanban.records import Claim, MessageRecord, RunRecord
+from kanban.records import RUNS_OF_CARD, Claim, MessageRecord, RunRecord
 from kanban.state.host import process_start
 from kanban.state.plans import Plan, Query, Rows, run_plan
 from kanban.state.rows import as_set_time, as_time, with_times
@@ -318,7 +318,7 @@ def run_transcript(conn: Conn, card_id: int) -> list[tuple[RunRecord, list[Messa
 
 def run_transcript_plan(card_id: int) -> Plan[list[tuple[RunRecord, list[MessageRecord]]]]:
     """Every run of a card, oldest first, each with its messages in order."""
-    runs: Rows = yield Query("SELECT * FROM run WHERE card_id = :id ORDER BY id", {"id": card_id})
+    runs: Rows = yield Query(RUNS_OF_CARD, {"id": card_id})
     messages: Rows = yield Query(
         "SELECT m.* FROM message m JOIN run r ON r.id = m.run_id WHERE r.card_id = :id "
         "ORDER BY m.run_id, m.seq", {"id": card_id})

@@ -122,11 +122,19 @@ class RunRecord(_Record):
     cost: float = 0.0
     activity: str | None = None  # JSON, see kanban.activity
     activity_at: datetime | None = None
+    # Model calls of the run whose model had no known price: not in `cost` (RUNS_OF_CARD)
+    unpriced_calls: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
         out["activity"] = json.loads(self.activity) if self.activity else None
         return out
+
+
+# A card's runs, oldest first, each with its unpriced model calls counted (ix_usage_run_id).
+RUNS_OF_CARD = ("SELECT r.*, (SELECT count(*) FROM usage u WHERE u.run_id = r.id AND "
+                "u.cost IS NULL) AS unpriced_calls FROM run r WHERE r.card_id = :id "
+                "ORDER BY r.id")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from kanban.activity import cost_text, money
 from kanban.activity import describe as describe_activity
-from kanban.activity import money
 from kanban.attempts import budget_attempts, event_details, labels
 from kanban.attempts import label as attempt_label
 from kanban.cli.output import one_line, paint, plural, when
@@ -109,7 +109,8 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
     """One card in full; `full` shows long context whole (always so when piped)."""
     now = now or utcnow()
     c = detail.card
-    lines = [f"{paint(f'#{c.id} {c.title}', 'bold')}  {status_word(c.status)}", _facts(c, now)]
+    lines = [f"{paint(f'#{c.id} {c.title}', 'bold')}  {status_word(c.status)}",
+             _facts(c, now, unpriced=sum(r.unpriced_calls for r in detail.runs))]
     for label, body in (("script", c.command), ("goal", c.goal), ("context", c.context),
                         ("result", c.result), (error_label(c.status), c.error)):
         if body:
@@ -148,7 +149,7 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
     return lines
 
 
-def _facts(c: CardRecord, now: datetime) -> str:
+def _facts(c: CardRecord, now: datetime, *, unpriced: int = 0) -> str:
     facts = [f"board {c.board}", f"priority {c.priority}", f"profile {c.profile}",
              f"workspace {c.workspace or 'scratch'}",
              f"attempt {c.attempt - c.retry_base}/{c.max_attempts}",
@@ -172,8 +173,8 @@ def _facts(c: CardRecord, now: datetime) -> str:
         facts.append(f"timeout {c.timeout_s:g}s")
     if c.input_tokens or c.output_tokens:
         facts.append(f"tokens {c.input_tokens:,} in / {c.output_tokens:,} out")
-    if c.cost:
-        facts.append(f"cost {money(c.cost)}")
+    if c.cost or unpriced:
+        facts.append(f"cost {cost_text(c.cost, unpriced)}")
     if c.archived_at is not None:
         facts.append("archived")
     return paint(" · ".join(facts), "dim")
@@ -243,7 +244,8 @@ def _runs(runs: Sequence[RunRecord], attempts: dict[int, int | None],
             note = " · ".join(x for x in (describe_activity(r.activity), r.progress) if x)
         yield (f"  run {r.id} · {attempt_label(r, attempts)} · {r.outcome or '-'} · started "
                f"{when(r.started_at)} · took {took} · tokens {r.input_tokens:,}/"
-               f"{r.output_tokens:,} · cost {money(r.cost)}" + (f" · {note}" if note else ""))
+               f"{r.output_tokens:,} · cost {cost_text(r.cost, r.unpriced_calls)}"
+               + (f" · {note}" if note else ""))
 
 
 def _event_line(e: EventRecord, run_labels: dict[int, str]) -> str:
@@ -265,7 +267,7 @@ def transcript_lines(t: Transcript, *, reasoning: bool = False) -> list[str]:
             f"run {run.id} · {attempt_label(run, t.attempts)} · {run.outcome or 'running'} · "
             f"started {when(run.started_at)} · {run.input_tokens:,} in / "
             f"{run.output_tokens:,} out / {run.cached_tokens:,} cached tokens · "
-            f"cost {money(run.cost)}"))
+            f"cost {cost_text(run.cost, run.unpriced_calls)}"))
         found = t.continued.get(run.id)
         if found is not None:  # its copy of the earlier conversation is shown there, once
             lines.append(paint(f"(continues run {found.from_run}: its {found.inherited:,} "

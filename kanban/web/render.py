@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 import markupsafe
 
-from kanban.activity import describe, money
+from kanban.activity import cost_text, describe, money
 from kanban.attempts import event_details
 from kanban.attempts import label as attempt_label
 from kanban.columns import BoardCard
@@ -70,5 +70,6 @@ def make_templates() -> jinja2.Environment:
     env.globals.update(clip=clip, tool_calls=tool_calls, event_details=event_details,
                        attempt_label=attempt_label,
                        finished=lambda status: status in TERMINAL, describe=describe,
-                       status_names=STATUS_NAMES, error_label=error_label)
+                       status_names=STATUS_NAMES, error_label=error_label,
+                       cost_text=cost_text)
     return env

@@ -670,3 +670,15 @@ def test_a_postgresql_board_is_served_live(pg_url: str, tmp_path: Path) -> None:
         assert client.get("/api/board").json() == json.loads(board)
     finally:
         server.stop()
+
+
+def test_the_drawer_says_when_a_cost_is_unknown(served: WebServer, kb: Kanban) -> None:
+    """A model without a known price is not free: the drawer says so, as `kanban show` does."""
+    card = kb.add_card(NewCard("on a local model"))
+    with kb.db.write() as conn:
+        claim = claims.claim_card(conn, card.id, now=kb.clock(), lease_s=30)
+        claims.record_usage(conn, claim.run_id, card.id, "openai:local-llama",
+                            input_tokens=10, output_tokens=1, cached_tokens=0,
+                            now=kb.clock(), cost=None)
+    drawer = served.client().get(f"/cards/{card.id}?partial=1").text
+    assert drawer.count("unknown (1 unpriced call)") == 2, drawer  # the card's and its run's

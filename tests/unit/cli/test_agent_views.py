@@ -62,18 +62,37 @@ def test_cost_and_reasoning_in_show_and_log(cli: Cli, kanban: Kanban) -> None:
                             input_tokens=10, output_tokens=1, cached_tokens=0, now=now,
                             cost=None)
     wide = {"COLUMNS": "200"}
-    assert "cost $0.0045" in cli("show", "1", env=wide).stdout
+    shown = cli("show", "1", env=wide).stdout  # the card's facts and its run's line
+    assert shown.count("cost $0.0045 (+1 unpriced call)") == 2, shown  # not counted as free
     assert cli.json("show", "1")["card"]["cost"] == 0.0045
+    assert cli.json("show", "1")["runs"][0]["unpriced_calls"] == 1
     brief = cli("log", "1", env=wide).stdout
     assert "assistant (anthropic:claude-sonnet-4-5): " in brief
     assert "[reasoning: 23 characters; --reasoning shows it]" in brief
-    assert "a long chain of thought" not in brief and "cost $0.0045" in brief
+    assert "a long chain of thought" not in brief
+    assert "cost $0.0045 (+1 unpriced call) ──" in brief
     full = cli("log", "1", "--reasoning", env=wide).stdout
     assert "a long chain of thought" in full
     log = cli.json("log", "1")
     [run] = log["runs"]
-    assert run["cost"] == 0.0045
+    assert run["cost"] == 0.0045 and run["unpriced_calls"] == 1
     user, answer, result = run["messages"]
     assert answer["reasoning"] == "a long chain of thought"
     assert answer["model"] == "anthropic:claude-sonnet-4-5" and not answer["is_error"]
     assert result["is_error"] is True and "data" not in result
+
+
+def test_a_run_of_unpriced_calls_only_costs_unknown_not_nothing(cli: Cli,
+                                                                kanban: Kanban) -> None:
+    """A local model, or one whose price kanban does not know: "$0" would say it was free."""
+    claim = running_card(cli, kanban)
+    with kanban.db.write() as conn:
+        for _ in range(2):
+            claims.record_usage(conn, claim.run_id, claim.card_id, "openai:local-llama",
+                                input_tokens=10, output_tokens=1, cached_tokens=0,
+                                now=kanban.clock(), cost=None)
+    wide = {"COLUMNS": "200"}
+    shown = cli("show", "1", env=wide).stdout
+    assert shown.count("cost unknown (2 unpriced calls)") == 2, shown
+    assert "cost $0 " not in shown and "cost $0\n" not in shown
+    assert "cost unknown (2 unpriced calls) ──" in cli("log", "1", env=wide).stdout
