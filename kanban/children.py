@@ -182,10 +182,11 @@ class TreeTotals:
     turns: int
     tokens: int
     cost: float
+    unpriced: int = 0  # turns whose model had no known price: not in `cost`
 
     def to_json(self) -> dict[str, object]:
         return {"cards": self.cards, "turns": self.turns, "tokens": self.tokens,
-                "cost": self.cost}
+                "cost": self.cost, "unpriced_calls": self.unpriced}
 
 
 _TREE = ("WITH RECURSIVE tree(id) AS (SELECT id FROM card WHERE id = :id UNION ALL "
@@ -199,10 +200,12 @@ def tree_totals_plan(card_id: int) -> Plan[TreeTotals]:
     """Cards, turns, tokens and cost of a card and every card below it (both faces)."""
     rows = yield Query(_TREE + "SELECT count(*), coalesce(sum(input_tokens + output_tokens), "
                        "0), coalesce(sum(cost), 0), (SELECT count(*) FROM usage u JOIN run r "
-                       "ON r.id = u.run_id WHERE r.card_id IN (SELECT id FROM tree)) FROM card "
+                       "ON r.id = u.run_id WHERE r.card_id IN (SELECT id FROM tree)), "
+                       "(SELECT count(*) FROM usage u JOIN run r ON r.id = u.run_id WHERE "
+                       "r.card_id IN (SELECT id FROM tree) AND u.cost IS NULL) FROM card "
                        "WHERE id IN (SELECT id FROM tree)", {"id": card_id})
-    cards, tokens, cost, turns = rows[0]
-    return TreeTotals(int(cards), int(turns), int(tokens), float(cost))
+    cards, tokens, cost, turns, unpriced = rows[0]
+    return TreeTotals(int(cards), int(turns), int(tokens), float(cost), int(unpriced))
 
 
 def tree_totals(conn: Conn, card_id: int) -> TreeTotals:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from kanban.activity import cost_text, money
+from kanban.activity import cost_text
 from kanban.activity import describe as describe_activity
 from kanban.attempts import budget_attempts, event_details, labels
 from kanban.attempts import label as attempt_label
@@ -133,7 +133,7 @@ def card_view(detail: CardDetail, tree: list[ChildNode], *, full: bool,
         if totals is not None:
             lines.append(paint(f"tree: {plural(totals.cards, 'card')} · "
                                f"{plural(totals.turns, 'turn')} · {totals.tokens:,} tokens · "
-                               f"{money(totals.cost)}", "dim"))
+                               f"{cost_text(totals.cost, totals.unpriced)}", "dim"))
     if approvals:
         lines += [heading("approvals"), *(_approval_line(a) for a in approvals)]
     if detail.comments:

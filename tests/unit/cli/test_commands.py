@@ -153,7 +153,7 @@ def test_show_text_and_json(cli: Cli, kanban: Kanban) -> None:
                            "events", "attachments", "approvals", "tree",
                            "on_dependency_failure"}
     assert detail["approvals"] == [] and detail["card"]["workspace"] is None
-    assert detail["tree"] == {"cards": 3, "turns": 0, "tokens": 0, "cost": 0.0}
+    assert detail["tree"] == {"cards": 3, "turns": 0, "tokens": 0, "cost": 0.0, "unpriced_calls": 0}
     assert detail["card"]["id"] == 1
     assert detail["depends_on"] == [{"id": 2, "title": "dep", "status": "ready", "result": None}]
     assert [c["id"] for c in detail["children"]] == [4]
