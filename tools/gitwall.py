@@ -34,47 +34,60 @@ NESTED_MAX = 1024
 
 @dataclass(frozen=True)
 class Wall:
-    """Folders bound writable, and paths bound read-only over (or around) them."""
+    """Folders bound writable, and paths bound read-only over (or around) them; `moved`:
+    (folder, where the sandbox sees it) bound writable (a worktree card's own refs)."""
 
     writable: tuple[Path, ...]
     readonly: tuple[Path, ...]
+    moved: tuple[tuple[Path, Path], ...] = ()
 
 
 def card_wall(workspace: Path, git: GitPaths | None = None, branch: str | None = None, *,
-              scratch: bool = False, hidden: tuple[Path, ...] = ()) -> Wall:
+              scratch: bool = False, hidden: tuple[Path, ...] = (),
+              refs: Path | None = None) -> Wall:
     """The wall of a card working in `workspace` (a worktree: with its recorded `git`
-    folders and `branch`). A `scratch` folder is kanban's own: a repository the model made
-    there was the model's from the start, and stays writable. `hidden` folders (the
-    board's) are not searched for nested repositories."""
+    folders and `branch`, and the folder of its own `refs`: kanban.tools.worktree's
+    BranchMirror). A `scratch` folder is kanban's own: a repository the model made there
+    was the model's from the start, and stays writable. `hidden` folders (the board's) are
+    not searched for nested repositories."""
     writable: list[Path] = [workspace]
     readonly: list[Path] = []
+    moved: tuple[tuple[Path, Path], ...] = ()
     if git is not None and branch is not None:
-        worktree = worktree_wall(git, branch)
+        worktree = worktree_wall(git, branch, refs)
         writable += worktree.writable
         readonly += worktree.readonly
+        moved = worktree.moved
     top = Wall((), ()) if scratch else protected_top(workspace, hidden)
-    return Wall((*writable, *top.writable), (*readonly, *top.readonly))
+    return Wall((*writable, *top.writable), (*readonly, *top.readonly), moved)
 
 
-def worktree_wall(git: GitPaths, branch: str) -> Wall:
+def worktree_wall(git: GitPaths, branch: str, refs: Path | None = None) -> Wall:
     """A commit on `branch` writes objects, the worktree's HEAD/index/logs and the branch's
     ref and reflog; the rest of the repository is read-only. git writes a ref as
-    `<name>.lock` renamed over it, so the ref's folder is writable, but every other entry
-    in it (sibling `kanban/*` branches) is bound read-only over it. The reflog is appended
-    in place: it alone is bound writable, as a file (a bind mount cannot be replaced by a
-    symlink that would send git's next append, outside the sandbox, anywhere)."""
+    `<name>.lock` renamed over it, so the ref's folder must be writable: with `refs` (the
+    card's own folder, holding its ref alone) that folder is seen there instead, and the
+    other `kanban/*` branches, whenever they were made, are not there at all; without, the
+    repository's folder is writable with the entries it holds now bound read-only over it.
+    The reflog is appended in place: it alone is bound writable, as a file (a bind mount
+    cannot be replaced by a symlink that would send git's next append, outside the sandbox,
+    anywhere)."""
     common = git.common_dir
     ref = common / "refs" / "heads" / branch
     reflog = common / "logs" / "refs" / "heads" / branch
     writable = [common / "objects", git.git_dir]
-    if ref.parent.is_dir() and not ref.parent.is_symlink():
+    moved: tuple[tuple[Path, Path], ...] = ()
+    siblings: tuple[Path, ...] = ()
+    if refs is not None:
+        moved = ((refs, ref.parent),)
+    elif ref.parent.is_dir() and not ref.parent.is_symlink():
         writable.append(ref.parent)
+        siblings = _siblings(ref)
     if _plain_file(reflog):
         writable.append(reflog)
     admin = tuple(git.git_dir / name for name in ADMIN_PROTECTED
                   if _plain_file(git.git_dir / name))
-    return Wall(tuple(p for p in writable if p.exists()),
-                (common, *admin, *_siblings(ref)))
+    return Wall(tuple(p for p in writable if p.exists()), (common, *admin, *siblings), moved)
 
 
 def _siblings(ref: Path) -> tuple[Path, ...]:

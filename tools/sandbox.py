@@ -44,7 +44,7 @@ SHM_BYTES = 64 << 20  # the sandbox's /dev/shm (semaphores, shared memory), as D
 # Mounts made in order of depth; at one depth: read-only binds, then empty tmpfs and hidden
 # files, then writable binds (a hidden folder may hold the workspace, or sit inside it),
 # then the read-only overlays that protect parts of writable folders (read-only wins).
-_RANK = {"--ro-bind": 0, "--tmpfs": 1, "--hide": 1, "--bind": 2, "--ro-over": 3}
+_RANK = {"--ro-bind": 0, "--tmpfs": 1, "--hide": 1, "--bind": 2, "--moved": 2, "--ro-over": 3}
 # The wrapped command is a shell that execs bwrap (same pid, a millisecond): it makes the
 # sandbox the first thing the kernel's OOM killer takes (a command that eats the host's
 # memory dies before the dispatcher, its workers or the database do), sets RLIMIT_CORE to
@@ -92,6 +92,11 @@ class SandboxPolicy:
     # On its own network: whether private networks (a LAN's other machines, a cloud
     # network's) answer too (`[web] allow_private`); the host's own services never do.
     private_networks: bool = False
+    # (folder, where the sandbox sees it), bound writable: a worktree card's own refs
+    # (kanban.tools.worktree.BranchMirror), with `after` run after each command and when the
+    # card's sandbox ends (it copies the card's ref to the repository).
+    moved: tuple[tuple[Path, Path], ...] = ()
+    after: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     system: SystemView = field(default_factory=system_view, repr=False)
 
     @property
@@ -119,6 +124,8 @@ class SandboxPolicy:
                 args += ["--ro-bind", "/dev/null", str(path)]
             elif kind == "--ro-over":
                 args += ["--ro-bind", str(path), str(path)]
+            elif kind == "--moved":
+                args += ["--bind", str(dict((t, f) for f, t in self.moved)[path]), str(path)]
             else:
                 args += [kind, str(path), str(path)]
         own = own_network(bwrap) if (self.network and self.proxy_socket is None
@@ -154,7 +161,8 @@ class SandboxPolicy:
                   *((p, "--ro-bind") for p in self.readable),
                   *((p.parent, "--ro-bind") for p in (self.proxy_socket,) if p is not None),
                   *((p, "--bind") for p in writable),
-                  *((p, "--ro-over") for p in self.readonly)]
+                  *((p, "--ro-over") for p in self.readonly),
+                  *((target, "--moved") for _, target in self.moved)]
         return sorted(mounts, key=lambda m: (len(m[0].parts), _RANK[m[1]]))
 
 
@@ -214,6 +222,16 @@ class BwrapRunner:
         return self.policy.wrap(argv, cwd, self.bwrap)
 
     def run(self, spec: CommandSpec) -> CommandResult:
+        try:
+            return self._run(spec)
+        finally:
+            self._after()
+
+    def _after(self) -> None:
+        if self.policy.after is not None:
+            self.policy.after()
+
+    def _run(self, spec: CommandSpec) -> CommandResult:
         session = self._live_session()
         if session is not None:
             env = dict(spec.env)
@@ -271,18 +289,27 @@ class BwrapRunner:
             self._use_session = False
         if session is not None:
             session.close()
+        self._after()
+
+
+def bwrap_runner(runner: object) -> BwrapRunner | None:
+    """The BwrapRunner inside `runner` (a ProxiedRunner or CountedRunner around one)."""
+    inner = runner
+    for _ in range(4):
+        if isinstance(inner, BwrapRunner):
+            return inner
+        inner = getattr(inner, "inner", None)
+    return None
 
 
 def offline(runner: object) -> Callable[[Sequence[str], Path], list[str]]:
     """How `runner` starts a command of kanban's own that needs no network (git on a
     card's worktree): in the card's sandbox without one, where it has a sandbox (a network
     proxy's bridge or a network namespace of the card's own would only cost time)."""
-    inner = runner
-    for _ in range(4):  # ProxiedRunner / CountedRunner around a BwrapRunner
-        if isinstance(inner, BwrapRunner):
-            bwrap, policy = inner.bwrap, replace(inner.policy, network=False, proxy_socket=None)
-            return lambda argv, cwd: policy.wrap(argv, cwd, bwrap)
-        inner = getattr(inner, "inner", None)
+    inner = bwrap_runner(runner)
+    if inner is not None:
+        bwrap, policy = inner.bwrap, replace(inner.policy, network=False, proxy_socket=None)
+        return lambda argv, cwd: policy.wrap(argv, cwd, bwrap)
     return runner.wrap  # type: ignore[attr-defined]
 
 

@@ -9,10 +9,14 @@ worktree's own `.git` file is never read: the model may have rewritten it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import stat
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from kanban.state.errors import KanbanError
@@ -27,6 +31,105 @@ _OBJECT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 class WorktreeError(KanbanError):
     """The worktree could not be made or committed (no repository, git failed)."""
+
+
+BRANCH_REFS = "branch-refs"  # in the board's folder: each worktree card's refs, as it sees them
+_REF_VALUE = re.compile(rb"^[0-9a-f]{40}(?:[0-9a-f]{24})?\n?$")
+
+
+@dataclass(frozen=True)
+class BranchMirror:
+    """A worktree card's branch as its sandboxes see it. git writes a ref as `<name>.lock`
+    renamed over it, so the folder of the card's ref must be writable to the card; but the
+    repository's folder holds every other card's branch too, made before the card's
+    sandbox started or after (no read-only bind covers one made later, and a sandbox lives
+    as long as its card). So the card's sandboxes see there a folder of the board's own,
+    hidden from every card, holding the card's ref alone; kanban copies that ref to the
+    repository (`publish`) after each command, at the card's closing commit and when its
+    sandbox ends."""
+
+    folder: Path  # on the host, in the board's folder
+    paths: GitPaths
+    branch: str  # kanban/7
+
+    @property
+    def name(self) -> str:
+        return self.branch.rsplit("/", 1)[1]
+
+    @property
+    def target(self) -> Path:
+        """The folder of the branch's ref in the repository, where the sandbox sees `folder`."""
+        return self.paths.common_dir / "refs" / "heads" / self.branch.rsplit("/", 1)[0]
+
+    def git(self) -> Git:
+        common = self.paths.common_dir
+        return Git(common, git_dir=common, common_dir=common).without_filters()
+
+
+def branch_mirror(home: Path, paths: GitPaths, branch: str) -> BranchMirror | None:
+    """Where the card's own refs are kept in the board's folder (None: a branch without a
+    folder, whose ref folder would be refs/heads itself)."""
+    if "/" not in branch:
+        return None
+    key = hashlib.sha256(f"{paths.common_dir}\0{branch}".encode()).hexdigest()[:24]
+    return BranchMirror(home / BRANCH_REFS / key, paths, branch)
+
+
+def seed(mirror: BranchMirror) -> None:
+    """The card's refs folder, emptied of what an earlier run left and holding the branch's
+    tip now: done when the card's sandbox wall is made, before any of its sandboxes."""
+    mirror.folder.parent.mkdir(mode=0o700, exist_ok=True)
+    mirror.folder.mkdir(mode=0o700, exist_ok=True)
+    if mirror.folder.is_symlink() or not mirror.folder.is_dir():
+        raise WorktreeError(f"{mirror.folder} is not a folder kanban made")
+    with os.scandir(mirror.folder) as listing:  # what an earlier run of the card left there
+        for entry in listing:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+    tip = branch_tip(mirror.git(), mirror.branch)
+    if tip is not None:
+        (mirror.folder / mirror.name).write_text(tip + "\n")
+
+
+def publish(mirror: BranchMirror) -> str | None:
+    """The card's ref, as its sandbox left it, copied to the repository; None when done (or
+    nothing changed), else why not (a link, a symbolic ref, not an object id: the model's
+    doing; the repository keeps the branch where it was)."""
+    try:
+        fd = os.open(mirror.folder / mirror.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None  # never written, or removed inside: the repository keeps its own
+    except OSError as exc:
+        return f"its ref cannot be read ({exc.strerror})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "its ref is not a file"
+        value = os.read(fd, 130)
+    finally:
+        os.close(fd)
+    if not _REF_VALUE.match(value):
+        return "its ref does not name a commit"
+    new = value.decode().strip()
+    git = mirror.git()
+    old = branch_tip(git, mirror.branch)
+    if new == old:
+        return None
+    done = git.run("update-ref", "-m", "kanban: the card's commits", f"refs/heads/{mirror.branch}",
+                   new, old or "", check=False)
+    return None if done.returncode == 0 else done.stderr.strip() or "git update-ref failed"
+
+
+def publish_or_say(mirror: BranchMirror) -> None:
+    """`publish`, with what went wrong in the worker's log (a command's result stands)."""
+    try:
+        why = publish(mirror)
+    except (OSError, GitError, KanbanError) as exc:
+        why = str(exc)
+    if why:
+        print(f"kanban: branch {mirror.branch} not updated from the card's sandbox: {why}",
+              file=sys.stderr, flush=True)
 
 
 def repository_of(home: Path) -> Git:
@@ -204,22 +307,26 @@ def worktree_git(ws: Workspace, wrap: Wrap = as_is) -> Git:
                work_tree=ws.path, wrap=wrap).without_filters()
 
 
-def finish(ws: Workspace, message: str, wrap: Wrap = as_is) -> str:
+def finish(ws: Workspace, message: str, wrap: Wrap = as_is,
+           mirror: BranchMirror | None = None) -> str:
     """Commit the worktree's changes on its branch; a note naming the branch and its
-    `git diff --stat`. `wrap` runs each git command inside the card's sandbox."""
+    `git diff --stat`. `wrap` runs each git command inside the card's sandbox, where the
+    branch's ref is `mirror`'s (published to the repository after the commit)."""
     if ws.git is None or ws.branch is None:
         raise WorktreeError(f"the worktree {ws.path} has no recorded git folders")
     try:
-        return _finish(ws, ws.git, message, wrap)
+        return _finish(ws, ws.git, message, wrap, mirror)
     except GitError as exc:
         raise WorktreeError(exc.message) from None
 
 
-def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
+def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap,
+            mirror: BranchMirror | None) -> str:
     branch = f"refs/heads/{ws.branch}"
     _repair_commondir(paths)
     git = worktree_git(ws, wrap)
-    _plain_branch(paths, branch, git)
+    loose = paths.common_dir / branch if mirror is None else mirror.folder / mirror.name
+    _plain_branch(loose, branch, git)
     if git.run("symbolic-ref", "-q", "HEAD", check=False).stdout.strip() != branch:
         git.run("symbolic-ref", "HEAD", branch)  # the model may have moved HEAD elsewhere
     git.run("add", "-A", "--", ".", *_EXCLUDED, *_gitlinks(git))
@@ -227,6 +334,10 @@ def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
         name, email = _identity(Git(ws.path, paths.git_dir, paths.common_dir, ws.path))
         git.run("-c", f"user.name={name}", "-c", f"user.email={email}", "commit", "--quiet",
                 "--no-verify", "--no-gpg-sign", "-m", message)
+    if mirror is not None:
+        why = publish(mirror)
+        if why:
+            raise WorktreeError(f"branch {ws.branch} was not updated: {why}")
     stat = git.run("diff", "--stat", "--no-ext-diff", "--no-textconv",
                    f"{paths.base}..{branch}", "--", check=False).stdout.rstrip()
     head = git.run("rev-parse", "--short", branch).stdout.strip()
@@ -234,11 +345,11 @@ def _finish(ws: Workspace, paths: GitPaths, message: str, wrap: Wrap) -> str:
             + (f"\n{stat}" if stat else "\n(no changes)"))
 
 
-def _plain_branch(paths: GitPaths, ref: str, git: Git) -> None:
+def _plain_branch(loose: Path, ref: str, git: Git) -> None:
     """The card's branch made a plain ref again if the model turned it into a symbolic one
     (a symlink, or a file reading `ref: refs/heads/main`): the card's commit, and the
-    user's next commits on the branch, would move the branch it names instead."""
-    loose = paths.common_dir / ref
+    user's next commits on the branch, would move the branch it names instead. `loose`:
+    where the branch's ref is as the card's git sees it."""
     if not (loose.is_symlink() or _starts(loose, b"ref:")):
         return
     tip = git.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",

@@ -30,7 +30,7 @@ from kanban.tools.delegate import LeadScope
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.registry import Toolbox
 from kanban.tools.runner import Runner
-from kanban.tools.sandbox import BwrapRunner, offline
+from kanban.tools.sandbox import BwrapRunner, bwrap_runner, offline
 from kanban.tools.scope import WorkerScope
 from kanban.tools.workbench import Workbench
 from kanban.worker import gates
@@ -288,9 +288,14 @@ def _worktree_note(workspace: Workspace, card_id: int, title: str, runner: Runne
     def note(summary: str) -> str:
         from kanban.tools import worktree
 
+        sandboxed = bwrap_runner(runner)
+        mirror = None  # where the card's sandbox keeps its branch's ref (BranchMirror)
+        if sandboxed is not None and sandboxed.policy.moved and workspace.git is not None \
+                and workspace.branch is not None:
+            mirror = worktree.branch_mirror(home, workspace.git, workspace.branch)
         try:
             described = worktree.finish(workspace, f"kanban #{card_id}: {title}",
-                                        wrap=offline(runner))
+                                        wrap=offline(runner), mirror=mirror)
             worktree.remember_tip(workspace, home)
         except KanbanError as exc:
             described = f"Workspace: git worktree {workspace.path}; could not commit: {exc}"

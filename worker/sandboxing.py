@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator, MutableMapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from kanban.records import CardRecord
@@ -30,6 +31,7 @@ from kanban.tools.sandbox import (
     own_network,
 )
 from kanban.tools.workbench import is_credential
+from kanban.tools.worktree import branch_mirror, publish_or_say, seed
 from kanban.workspaces import SCRATCH, Workspace
 
 MAX_ANCESTORS = 64  # a delegation chain is far shallower; this bounds a corrupt one
@@ -154,9 +156,15 @@ def card_policy(profile: Profile, *, network: Network, workspace: Path, home: Pa
             readable += program_places(server.command, server.args, os.environ.get("PATH"))
     _refuse_hidden(profile, [*readable, *granted], hidden)
     git, branch = (checkout.git, checkout.branch) if checkout else (None, None)
+    mirror = branch_mirror(home, git, branch) if git is not None and branch is not None \
+        else None
+    if mirror is not None:
+        seed(mirror)
     wall = card_wall(workspace, git, branch, hidden=hidden,
-                     scratch=checkout is not None and checkout.kind == SCRATCH)
-    return SandboxPolicy(writable=(*wall.writable, *granted), hidden=hidden,
+                     scratch=checkout is not None and checkout.kind == SCRATCH,
+                     refs=mirror.folder if mirror is not None else None)
+    return SandboxPolicy(writable=(*wall.writable, *granted), hidden=hidden, moved=wall.moved,
+                         after=partial(publish_or_say, mirror) if mirror is not None else None,
                          network=network is True, home=card_home,
                          readable=tuple(dict.fromkeys(readable)), readonly=wall.readonly,
                          proxy_socket=proxy.socket_path if proxy else None,

@@ -55,7 +55,7 @@ def guarded(common: Path) -> dict[str, str]:
     return out
 
 
-KANBANS = ("workspaces/", "logs/", "worktrees/", "kanban.db", ".git/objects/",
+KANBANS = ("workspaces/", "logs/", "worktrees/", "branch-refs/", "kanban.db", ".git/objects/",
            ".git/worktrees/", ".git/refs/heads/kanban/", ".git/logs/")
 
 

@@ -137,10 +137,46 @@ def test_a_worktree_card_cannot_move_or_remove_another_cards_branch(tmp_path: Pa
         "rm -f $K/8; echo rm=$?; mv $K/8 $K/gone; echo mv=$?; "
         "echo x >> $C/logs/refs/heads/kanban/8; echo log=$?"), ws)
     assert "commit=0" in out, out  # its own branch: lock, rename, reflog
-    for name in ("update", "branch", "write", "rm", "mv", "log"):
+    for name in ("update", "branch", "mv", "log"):
         assert f"{name}=0" not in out, f"{name}: {out}"
+    # `write` and `rm` act in the folder its sandbox sees there, which holds its own branch
+    # alone (kanban.tools.worktree.BranchMirror): the repository's kanban/8 is untouched
     assert git("rev-parse", "kanban/8", cwd=repo) == sibling
     assert (common / "logs/refs/heads/kanban/8").read_text() == sibling_log
+    assert not (common / "refs/heads/kanban/gone").exists()
+    assert git("log", "-1", "--format=%s", "kanban/7", cwd=repo) == "own"  # published
+
+
+def test_a_branch_made_after_the_cards_sandbox_started_is_out_of_its_reach(
+        tmp_path: Path) -> None:
+    """Card 9 starts while card 7's sandbox (kept for all of card 7's commands) runs: no
+    read-only bind made when card 7's sandbox started could cover card 9's new branch."""
+    ws, home, repo = worktree_card(tmp_path)
+    policy = card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
+    box = BwrapRunner(policy)
+    out = tmp_path / "sandbox-output"
+    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def run(command: str) -> str:
+        box.run(CommandSpec.shell(command, cwd=ws.path, env=env, timeout_s=60,
+                                  output_path=out))
+        return out.read_text()
+
+    try:
+        run("true")
+        assert box._session is not None and not box._session.dead  # up before card 9
+        git("branch", "kanban/9", cwd=repo)
+        nine = git("rev-parse", "kanban/9", cwd=repo)
+        said = run("K=$(git rev-parse --git-common-dir)/refs/heads/kanban; "
+                   "echo own > own.txt && git add own.txt && "
+                   "git -c user.name=m -c user.email=m@m commit -qm own; echo commit=$?; "
+                   "echo seen $(ls $K); git rev-parse HEAD > $K/9; "
+                   "git update-ref refs/heads/kanban/9 HEAD; git branch -f kanban/9 HEAD")
+        assert box._session is not None and not box._session.dead  # the same sandbox
+    finally:
+        box.close()
+    assert "commit=0" in said and "seen 7\n" in said, said  # its own branch alone
+    assert git("rev-parse", "kanban/9", cwd=repo) == nine
     assert git("log", "-1", "--format=%s", "kanban/7", cwd=repo) == "own"
 
 
@@ -176,15 +212,23 @@ def test_a_worktree_cards_branch_made_symbolic_is_made_plain_when_it_ends(
 
     ws, home, repo = worktree_card(tmp_path)
     main = git("rev-parse", "main", cwd=repo)
-    out = in_sandbox(ws.path, home, (
-        "K=$(git rev-parse --git-common-dir)/refs/heads/kanban; "
-        f"{how}; echo planted=$?; echo work > work.txt"), ws)
-    assert "planted=0" in out, out
-    ref = repo / ".git/refs/heads/kanban/7"
-    assert ref.is_symlink() or ref.read_text().startswith("ref:")
     policy = card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
-    note = worktree.finish(ws, "kanban #7: card", wrap=BwrapRunner(policy, session=False).wrap)
+    box = BwrapRunner(policy, session=False)
+    out = tmp_path / "sandbox-output"
+    box.run(CommandSpec.shell(
+        "K=$(git rev-parse --git-common-dir)/refs/heads/kanban; "
+        f"{how}; echo planted=$?; echo work > work.txt", cwd=ws.path, timeout_s=60,
+        env={"PATH": os.environ["PATH"], "HOME": "/tmp"}, output_path=out))
+    assert "planted=0" in out.read_text(), out.read_text()
+    ref = repo / ".git/refs/heads/kanban/7"
+    assert not ref.is_symlink() and not ref.read_text().startswith("ref:")  # never copied out
+    mirror = worktree.branch_mirror(home, ws.git, "kanban/7")  # type: ignore[arg-type]
+    assert mirror is not None
+    seen = mirror.folder / "7"
+    assert seen.is_symlink() or seen.read_text().startswith("ref:")  # as the card's git sees it
+    note = worktree.finish(ws, "kanban #7: card", wrap=box.wrap, mirror=mirror)
     assert "branch kanban/7" in note, note
+    assert not seen.is_symlink() and not seen.read_text().startswith("ref:")
     assert not ref.is_symlink() and not ref.read_text().startswith("ref:")
     assert git("rev-parse", "main", cwd=repo) == main  # the card's commit went to its branch
     (ws.path / "user.txt").write_text("user\n")
@@ -206,13 +250,21 @@ def test_a_branch_planted_for_a_future_card_is_never_checked_out(tmp_path: Path)
         "git -c user.name=m -c user.email=m@m commit -qm planted; echo commit=$?; "
         "git rev-parse HEAD > $(git rev-parse --git-common-dir)/refs/heads/kanban/9; "
         "echo planted=$?"), ws)
-    assert "planted=0" in out, out  # the wall cannot tell its own ref's files from these
-    planted = git("rev-parse", "kanban/9", cwd=repo)
-    future = Workspace(9, "worktree", home / "workspaces" / "default" / "9", "kanban/9")
-    with pytest.raises(worktree.WorktreeError, match="kanban/9 already exists .* did not"):
-        worktree.prepare(future, home)
-    assert not future.path.exists()
-    assert git("rev-parse", "kanban/9", cwd=repo) == planted  # left for the user to look at
+    assert "planted=0" in out, out  # in the folder its sandbox sees, which is its own
+    missing = subprocess.run(["git", "rev-parse", "--verify", "-q", "refs/heads/kanban/9"],
+                             cwd=repo, capture_output=True, text=True)
+    assert missing.returncode != 0, missing.stdout  # never in the repository
+    future = worktree.prepare(
+        Workspace(9, "worktree", home / "workspaces" / "default" / "9", "kanban/9"), home)
+    assert not (future.path / "Makefile").exists()  # card 9 starts from HEAD
+    # without the sandbox's own folder (a card with sandbox = "off" writes the
+    # repository's), a branch made so is refused, not checked out
+    plain = subprocess.run(["git", "branch", "kanban/11", "kanban/7"], cwd=repo)
+    assert plain.returncode == 0
+    with pytest.raises(worktree.WorktreeError, match="kanban/11 already exists .* did not"):
+        worktree.prepare(
+            Workspace(11, "worktree", home / "workspaces" / "default" / "11", "kanban/11"),
+            home)
 
 
 def test_a_removed_cards_branch_is_checked_out_again_as_it_was_left(tmp_path: Path) -> None:
@@ -246,7 +298,12 @@ def test_a_lock_planted_on_a_future_cards_branch_does_not_fail_its_checkout(
     out = in_sandbox(ws.path, home, (
         "K=$(git rev-parse --git-common-dir)/refs/heads/kanban; "
         "touch $K/9.lock; echo lock=$?; mkdir $K/10.lock; echo dir=$?"), ws)
-    assert "lock=0" in out and "dir=0" in out, out
+    assert "lock=0" in out and "dir=0" in out, out  # in its own folder: none reaches the repo
+    assert not (repo / ".git/refs/heads/kanban/9.lock").exists()
+    assert not (repo / ".git/refs/heads/kanban/10.lock").exists()
+    # a card with sandbox = "off" writes the repository's folder itself
+    (repo / ".git/refs/heads/kanban/9.lock").touch()
+    (repo / ".git/refs/heads/kanban/10.lock").mkdir()
     future = worktree.prepare(Workspace(9, "worktree", home / "workspaces" / "default" / "9",
                                         "kanban/9"), home)
     assert future.path.is_dir() and git("rev-parse", "kanban/9", cwd=repo)
