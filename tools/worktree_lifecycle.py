@@ -18,11 +18,12 @@ from kanban.tools.gitsafe import Git, GitError
 from kanban.tools.worktree import (
     RECORDS,
     WorktreeError,
+    branch_mirror,
     branch_tip,
     repository_of,
     write_record,
 )
-from kanban.workspaces import WORKTREE, Workspace
+from kanban.workspaces import WORKTREE, GitPaths, Workspace
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,11 @@ def remove_checkout(home: Path, path: Path) -> bool:
         record.unlink(missing_ok=True)
     else:
         write_record(record, {"path": str(path), "tip": tip, "removed": True})
+    if path.name.isdigit() and git.common_dir is not None:  # its sandbox's own refs folder
+        paths = GitPaths(git.common_dir / "worktrees" / path.name, git.common_dir, "")
+        mirror = branch_mirror(home, paths, f"kanban/{path.name}")
+        if mirror is not None and mirror.folder.is_dir() and not mirror.folder.is_symlink():
+            shutil.rmtree(mirror.folder)
     if not path.exists():
         _run(git, "worktree", "prune", check=False)
         return False

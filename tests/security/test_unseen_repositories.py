@@ -336,3 +336,19 @@ def test_a_lock_swapped_for_a_folder_while_it_is_cleared_is_refused(
     with pytest.raises(worktree.WorktreeError, match="cannot remove"):
         worktree.prepare(Workspace(9, "worktree", home / "workspaces" / "default" / "9",
                                    "kanban/9"), home)
+
+
+def test_removing_a_cards_worktree_removes_its_own_refs_folder(tmp_path: Path) -> None:
+    """`kanban gc` removes a finished card's worktree; the folder its sandbox saw its
+    branch's ref in goes with it (the branch stays in the repository)."""
+    from kanban.tools import worktree
+    from kanban.tools.worktree_lifecycle import remove_checkout
+
+    ws, home, repo = worktree_card(tmp_path)
+    in_sandbox(ws.path, home, "true", ws)
+    mirror = worktree.branch_mirror(home, ws.git, "kanban/7")  # type: ignore[arg-type]
+    assert mirror is not None and (mirror.folder / "7").is_file()
+    tip = git("rev-parse", "kanban/7", cwd=repo)
+    assert remove_checkout(home, ws.path)
+    assert not mirror.folder.exists()
+    assert git("rev-parse", "kanban/7", cwd=repo) == tip
