@@ -16,6 +16,8 @@ import re
 import shutil
 import stat
 import sys
+import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,50 +77,115 @@ def branch_mirror(home: Path, paths: GitPaths, branch: str) -> BranchMirror | No
     return BranchMirror(home / BRANCH_REFS / key, paths, branch)
 
 
+LOCK_STALE_S = 60.0  # a git that holds a ref's lock holds it for milliseconds
+
+
 def seed(mirror: BranchMirror) -> None:
-    """The card's refs folder, emptied of what an earlier run left and holding the branch's
-    tip now: done when the card's sandbox wall is made, before any of its sandboxes."""
-    mirror.folder.parent.mkdir(mode=0o700, exist_ok=True)
+    """The card's refs folder made ready for its sandboxes, when its wall is made. Several
+    cards may share a branch (children in their parent's worktree), so a sandbox of one
+    may be running: a commit its card made and kanban has not copied out yet is copied
+    first; the ref is set from the repository where the repository moved (the user's
+    doing) and the cards did not; what else is there (an earlier run's, a model's) goes."""
+    root = mirror.folder.parent
+    root.mkdir(mode=0o700, exist_ok=True)
     mirror.folder.mkdir(mode=0o700, exist_ok=True)
     if mirror.folder.is_symlink() or not mirror.folder.is_dir():
         raise WorktreeError(f"{mirror.folder} is not a folder kanban made")
-    with os.scandir(mirror.folder) as listing:  # what an earlier run of the card left there
+    own = _own_value(mirror)
+    if own is not None and own != _last(mirror):
+        publish_or_say(mirror)  # a sharing card's commit, not copied out yet
+        own = _own_value(mirror)
+    lock = f"{mirror.name}.lock"
+    with os.scandir(mirror.folder) as listing:
         for entry in listing:
+            if entry.name == mirror.name and own is not None:
+                continue
+            if entry.name == lock and time.time() - entry.stat(
+                    follow_symlinks=False).st_mtime < LOCK_STALE_S:
+                continue  # a sharing card's git is writing the ref now
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
     tip = branch_tip(mirror.git(), mirror.branch)
-    if tip is not None:
-        (mirror.folder / mirror.name).write_text(tip + "\n")
+    if own is None or own != tip:
+        _set_own(mirror, tip)
 
 
-def publish(mirror: BranchMirror) -> str | None:
-    """The card's ref, as its sandbox left it, copied to the repository; None when done (or
-    nothing changed), else why not (a link, a symbolic ref, not an object id: the model's
-    doing; the repository keeps the branch where it was)."""
+def _own_value(mirror: BranchMirror) -> str | None:
+    """The commit the card's ref names in its folder (None: none, or not a plain commit
+    id: a link, a symbolic ref, a FIFO)."""
     try:
         fd = os.open(mirror.folder / mirror.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None  # never written, or removed inside: the repository keeps its own
-    except OSError as exc:
-        return f"its ref cannot be read ({exc.strerror})"
+    except OSError:
+        return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "its ref is not a file"
+            return None
         value = os.read(fd, 130)
     finally:
         os.close(fd)
-    if not _REF_VALUE.match(value):
-        return "its ref does not name a commit"
-    new = value.decode().strip()
+    return value.decode().strip() if _REF_VALUE.match(value) else None
+
+
+def _last_file(mirror: BranchMirror) -> Path:
+    """Beside the card's folder, out of its sandboxes' reach: the value kanban last set or
+    copied out, by which a change of the card's is told from one of the repository's."""
+    return mirror.folder.parent / f"{mirror.folder.name}.last"
+
+
+def _last(mirror: BranchMirror) -> str | None:
+    try:
+        return _last_file(mirror).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _remember(mirror: BranchMirror, value: str | None) -> None:
+    temp = _last_file(mirror).with_suffix(".tmp")
+    temp.write_text((value or "") + "\n")
+    os.replace(temp, _last_file(mirror))
+
+
+def _set_own(mirror: BranchMirror, tip: str | None) -> None:
+    """The card's ref set to `tip` (removed for None), replaced at once."""
+    target = mirror.folder / mirror.name
+    if tip is None:
+        with suppress(FileNotFoundError):
+            os.unlink(target)
+    else:
+        temp = mirror.folder / f".seed-{os.getpid()}"
+        with suppress(FileNotFoundError):
+            os.unlink(temp)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as out:
+            out.write(tip + "\n")
+        os.replace(temp, target)
+    _remember(mirror, tip)
+
+
+def publish(mirror: BranchMirror) -> str | None:
+    """The card's ref, as its sandbox left it, copied to the repository when the card moved
+    it (a repository moved meanwhile by the user, and not by the card, stays as it is);
+    None when done or nothing to do, else why not (a link, a symbolic ref, not an object
+    id: the model's doing; the repository keeps the branch where it was)."""
+    path = mirror.folder / mirror.name
+    if not path.exists() and not path.is_symlink():
+        return None  # never written, or removed inside: the repository keeps its own
+    new = _own_value(mirror)
+    if new is None:
+        return "its ref is not a plain commit id (a link, a symbolic ref or something else)"
+    if new == _last(mirror):
+        return None  # the card did not move it
     git = mirror.git()
     old = branch_tip(git, mirror.branch)
-    if new == old:
-        return None
-    done = git.run("update-ref", "-m", "kanban: the card's commits", f"refs/heads/{mirror.branch}",
-                   new, old or "", check=False)
-    return None if done.returncode == 0 else done.stderr.strip() or "git update-ref failed"
+    if new != old:
+        done = git.run("update-ref", "-m", "kanban: the card's commits",
+                       f"refs/heads/{mirror.branch}", new, old or "", check=False)
+        if done.returncode != 0:
+            return done.stderr.strip() or "git update-ref failed"
+    _remember(mirror, new)
+    return None
 
 
 def publish_or_say(mirror: BranchMirror) -> None:

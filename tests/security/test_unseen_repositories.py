@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from kanban.tools.sandbox import BwrapRunner
 from kanban.worker.sandboxing import card_policy
 from kanban.workspaces import Workspace
 from tests.security.test_git_hardening import git, made, repository
+from tests.support.procs import wait_until
 
 pytestmark = pytest.mark.usefixtures("sandboxed")
 USER = ("-c", "user.name=u", "-c", "user.email=u@u")
@@ -352,3 +355,63 @@ def test_removing_a_cards_worktree_removes_its_own_refs_folder(tmp_path: Path) -
     assert remove_checkout(home, ws.path)
     assert not mirror.folder.exists()
     assert git("rev-parse", "kanban/7", cwd=repo) == tip
+
+
+def test_the_user_moving_the_branch_while_the_card_runs_is_kept(tmp_path: Path) -> None:
+    """The card's commands copy out only what the card changed: a branch the user reset on
+    the host meanwhile is not set back by the card's next command, and the card's next
+    run starts where the user left it."""
+    ws, home, repo = worktree_card(tmp_path)
+    policy = card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
+    box = BwrapRunner(policy)
+    out = tmp_path / "sandbox-output"
+    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def run(command: str) -> str:
+        box.run(CommandSpec.shell(command, cwd=ws.path, env=env, timeout_s=60,
+                                  output_path=out))
+        return out.read_text()
+
+    try:
+        run("echo one > one.txt && git add one.txt && "
+            "git -c user.name=m -c user.email=m@m commit -qm one")
+        assert git("log", "-1", "--format=%s", "kanban/7", cwd=repo) == "one"
+        git("update-ref", "refs/heads/kanban/7", "main", cwd=repo)  # the user, on the host
+        main = git("rev-parse", "main", cwd=repo)
+        run("git status --short")  # a command that commits nothing
+        assert git("rev-parse", "kanban/7", cwd=repo) == main
+    finally:
+        box.close()
+    assert git("rev-parse", "kanban/7", cwd=repo) == main
+    assert in_sandbox(ws.path, home, "git rev-parse kanban/7", ws).strip() == main
+
+
+def test_a_card_sharing_the_branch_keeps_its_commit_when_another_starts(
+        tmp_path: Path) -> None:
+    """Children working in their parent's worktree share its branch and its refs folder:
+    one starting while another's command has just committed (not copied out yet) must not
+    lose that commit."""
+    ws, home, repo = worktree_card(tmp_path)
+    hold = ws.path / "hold.fifo"  # in the workspace: the sandbox sees it
+    os.mkfifo(hold)
+    first = card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
+    box = BwrapRunner(first, session=False)
+    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
+    committed = ws.path / "committed"
+    command = threading.Thread(target=lambda: box.run(CommandSpec.shell(
+        "echo a > a.txt && git add a.txt && git -c user.name=m -c user.email=m@m commit -qm "
+        f"first && git rev-parse HEAD > {committed}.tmp && mv {committed}.tmp {committed}; "
+        f"read line < {hold}", cwd=ws.path, env=env, timeout_s=60,
+        output_path=tmp_path / "out-first")))
+    command.start()
+    try:
+        wait_until(committed.exists, timeout=30, what="the first card's commit")
+        commit = committed.read_text().strip()
+        assert git("log", "-1", "--format=%s", "kanban/7", cwd=repo) != "first"  # not out yet
+        card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
+        assert git("rev-parse", "kanban/7", cwd=repo) == commit  # copied out, not dropped
+    finally:
+        with suppress(OSError):  # ENXIO: the command is not waiting (it failed early)
+            os.close(os.open(hold, os.O_WRONLY | os.O_NONBLOCK))
+        command.join(60)
+    assert git("rev-parse", "kanban/7", cwd=repo) == commit
