@@ -92,6 +92,8 @@ def remove_checkout(home: Path, path: Path) -> bool:
         mirror = branch_mirror(home, paths, f"kanban/{path.name}")
         if mirror is not None and mirror.folder.is_dir() and not mirror.folder.is_symlink():
             shutil.rmtree(mirror.folder)
+        if mirror is not None:
+            mirror.folder.with_name(f"{mirror.folder.name}.last").unlink(missing_ok=True)
     if not path.exists():
         _run(git, "worktree", "prune", check=False)
         return False

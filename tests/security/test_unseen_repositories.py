@@ -353,7 +353,7 @@ def test_removing_a_cards_worktree_removes_its_own_refs_folder(tmp_path: Path) -
     assert mirror is not None and (mirror.folder / "7").is_file()
     tip = git("rev-parse", "kanban/7", cwd=repo)
     assert remove_checkout(home, ws.path)
-    assert not mirror.folder.exists()
+    assert not mirror.folder.exists() and list(mirror.folder.parent.iterdir()) == []
     assert git("rev-parse", "kanban/7", cwd=repo) == tip
 
 
