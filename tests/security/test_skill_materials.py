@@ -58,44 +58,32 @@ def swap_after_listing(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(materials, "shipped_files", listing_then_swap)
 
 
-def test_a_file_swapped_for_a_symlink_is_not_followed(
+def file_to_link(path: Path, secrets: Path) -> None:
+    path.unlink()
+    path.symlink_to(secrets / "steps.md")
+
+
+def folder_to_link(path: Path, secrets: Path) -> None:
+    path.unlink()
+    path.parent.rmdir()
+    path.parent.symlink_to(secrets)
+
+
+@pytest.mark.parametrize(("swap", "named"), [(file_to_link, "steps.md"),
+                                             (folder_to_link, "notes")])
+def test_a_file_or_folder_swapped_for_a_symlink_is_not_followed(
         board: tuple[Path, Attachments, int], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, swap: Callable[[Path, Path], None],
+        named: str) -> None:
     home, attachments, card = board
-    secret = tmp_path / "id_ed25519"
-    secret.write_bytes(SECRET)
-
-    def to_symlink(path: Path) -> None:
-        path.unlink()
-        path.symlink_to(secret)
-
-    swap_after_listing(monkeypatch, to_symlink)
+    secrets = tmp_path / "ssh"  # the worker user's, outside the agent-skill folder
+    secrets.mkdir()
+    (secrets / "steps.md").write_bytes(SECRET)
+    swap_after_listing(monkeypatch, lambda path: swap(path, secrets))
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (skill,) = agent_skills(home)
-    with pytest.raises(UnsafeSkillPath, match="steps.md"):
-        materials.place_materials(attachments, card, [skill], workspace)
-    assert not any(SECRET in p.read_bytes() for p in workspace.rglob("*") if p.is_file())
-
-
-def test_a_folder_swapped_for_a_symlink_is_not_followed(
-        board: tuple[Path, Attachments, int], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    home, attachments, card = board
-    outside = tmp_path / "ssh"
-    outside.mkdir()
-    (outside / "steps.md").write_bytes(SECRET)
-
-    def folder_to_symlink(path: Path) -> None:
-        path.unlink()
-        path.parent.rmdir()
-        path.parent.symlink_to(outside)
-
-    swap_after_listing(monkeypatch, folder_to_symlink)
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (skill,) = agent_skills(home)
-    with pytest.raises(UnsafeSkillPath, match="notes"):
+    with pytest.raises(UnsafeSkillPath, match=named):
         materials.place_materials(attachments, card, [skill], workspace)
     assert not any(SECRET in p.read_bytes() for p in workspace.rglob("*") if p.is_file())
 

@@ -12,6 +12,7 @@ import os
 import subprocess
 import threading
 from contextlib import suppress
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,14 @@ def in_sandbox(workspace: Path, board: Path, command: str,
     env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
     BwrapRunner(policy, session=False).run(CommandSpec.shell(
         command, cwd=workspace, env=env, timeout_s=60, output_path=out))
+    return out.read_text()
+
+
+def run_in(box: BwrapRunner, workspace: Path, command: str) -> str:
+    """`command`'s output, run by `box` (its sandbox kept for the next command)."""
+    out = workspace.parent / f"{workspace.name}-output"
+    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
+    box.run(CommandSpec.shell(command, cwd=workspace, env=env, timeout_s=60, output_path=out))
     return out.read_text()
 
 
@@ -155,15 +164,9 @@ def test_a_branch_made_after_the_cards_sandbox_started_is_out_of_its_reach(
     """Card 9 starts while card 7's sandbox (kept for all of card 7's commands) runs: no
     read-only bind made when card 7's sandbox started could cover card 9's new branch."""
     ws, home, repo = worktree_card(tmp_path)
-    policy = card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
-    box = BwrapRunner(policy)
-    out = tmp_path / "sandbox-output"
-    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
-
-    def run(command: str) -> str:
-        box.run(CommandSpec.shell(command, cwd=ws.path, env=env, timeout_s=60,
-                                  output_path=out))
-        return out.read_text()
+    box = BwrapRunner(card_policy(Profile(), network=False, workspace=ws.path, home=home,
+                                  checkout=ws))
+    run = partial(run_in, box, ws.path)
 
     try:
         run("true")
@@ -362,15 +365,9 @@ def test_the_user_moving_the_branch_while_the_card_runs_is_kept(tmp_path: Path) 
     the host meanwhile is not set back by the card's next command, and the card's next
     run starts where the user left it."""
     ws, home, repo = worktree_card(tmp_path)
-    policy = card_policy(Profile(), network=False, workspace=ws.path, home=home, checkout=ws)
-    box = BwrapRunner(policy)
-    out = tmp_path / "sandbox-output"
-    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "GIT_CONFIG_NOSYSTEM": "1"}
-
-    def run(command: str) -> str:
-        box.run(CommandSpec.shell(command, cwd=ws.path, env=env, timeout_s=60,
-                                  output_path=out))
-        return out.read_text()
+    box = BwrapRunner(card_policy(Profile(), network=False, workspace=ws.path, home=home,
+                                  checkout=ws))
+    run = partial(run_in, box, ws.path)
 
     try:
         run("echo one > one.txt && git add one.txt && "
