@@ -23,3 +23,9 @@ class AgentResult:
     cost: float = 0.0
     priced: bool = True
     compressions: int = 0
+
+    def spent(self) -> str:
+        """The run's dollars as the worker's log says them: an unknown price is not $0."""
+        if self.priced:
+            return f"${self.cost:.4f}"
+        return f"${self.cost:.4f} + unpriced calls" if self.cost else "cost unknown"

@@ -89,7 +89,7 @@ def with_notes(restored: Sequence[Message], notes: Sequence[str]) -> list[Messag
 def wait(scope: WorkerScope, delegation: Delegation, result: AgentResult) -> None:
     """The run delegated: the card waits on its children (the worker then exits)."""
     print(f"agent delegated to {', '.join(f'#{i}' for i in delegation.children)} after "
-          f"{result.turns} turns (${result.cost:.4f}); the card waits", flush=True)
+          f"{result.turns} turns ({result.spent()}); the card waits", flush=True)
     call = next((c.id for m in reversed(result.messages) for c in m.tool_calls
                  if c.name == "delegate"), None)
     waiting = replace(delegation, call_id=call)

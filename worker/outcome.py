@@ -52,7 +52,7 @@ def retrying(scope: WorkerScope, fn: Callable[[], T]) -> T:
 def settle(scope: WorkerScope, result: AgentResult, limits: Limits = Limits()) -> int:
     """Record how the run ended, unless a tool already finished the card."""
     print(f"agent stopped: {result.stop_reason} after {result.turns} turns"
-          f" (${result.cost:.4f})", flush=True)
+          f" ({result.spent()})", flush=True)
     if scope.finished:
         return EXIT_OK
     if result.stop_reason == StopReason.INTERRUPTED:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kanban.agent import (
@@ -50,6 +52,16 @@ def test_cost_budget_stops_before_the_next_call(echo_toolbox: Toolbox) -> None:
     assert result.cost == pytest.approx(0.35 * 3)
     assert result.stop_reason is StopReason.COST_BUDGET and result.turns == 3
     assert any("of $1.0000 dollars used" in w for _, w in warnings_in(result))
+
+
+def test_a_run_on_a_model_without_a_price_is_not_said_to_be_free() -> None:
+    model = ScriptedModel([ModelResponse("done", [], Usage(1_000, 10))], name="openai:x")
+    model.name = "openai:mystery-model"  # no price known
+    result = run_agent(model, system="s", prompt="go", toolbox=Toolbox([]),
+                       prices=PriceTable())
+    assert not result.priced and result.spent() == "cost unknown"
+    assert replace(result, cost=0.25).spent() == "$0.2500 + unpriced calls"
+    assert replace(result, cost=0.25, priced=True).spent() == "$0.2500"
 
 
 def test_price_table_matches_families_and_overrides() -> None:
