@@ -412,3 +412,18 @@ def test_a_card_sharing_the_branch_keeps_its_commit_when_another_starts(
             os.close(os.open(hold, os.O_WRONLY | os.O_NONBLOCK))
         command.join(60)
     assert git("rev-parse", "kanban/7", cwd=repo) == commit
+
+
+@pytest.mark.parametrize("how", ["rm -f $K/7 && mkfifo $K/7", "echo deadbeef > $K/7",
+                                 "head -c 100000 /dev/zero > $K/7", "rm -f $K/7 && mkdir $K/7"])
+def test_a_ref_the_card_made_unreadable_is_not_copied_out(
+        tmp_path: Path, how: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """What kanban copies to the repository is a commit id in a plain file: a FIFO (which
+    would hold the worker), a short or huge value, a folder are refused, and said."""
+    ws, home, repo = worktree_card(tmp_path)
+    tip = git("rev-parse", "kanban/7", cwd=repo)
+    out = in_sandbox(ws.path, home, f"K=$(git rev-parse --git-common-dir)/refs/heads/kanban; "
+                                    f"{how}; echo planted=$?", ws)
+    assert "planted=0" in out, out
+    assert git("rev-parse", "kanban/7", cwd=repo) == tip
+    assert "branch kanban/7 not updated from the card's sandbox" in capsys.readouterr().err
