@@ -46,7 +46,7 @@ def card_wall(workspace: Path, git: GitPaths | None = None, branch: str | None =
               scratch: bool = False, hidden: tuple[Path, ...] = (),
               refs: Path | None = None) -> Wall:
     """The wall of a card working in `workspace` (a worktree: with its recorded `git`
-    folders and `branch`, and the folder of its own `refs`: kanban.tools.worktree's
+    folders and `branch`, and the folder of its own `refs`: kanban.tools.worktree_refs'
     BranchMirror). A `scratch` folder is kanban's own: a repository the model made there
     was the model's from the start, and stays writable. `hidden` folders (the board's) are
     not searched for nested repositories."""

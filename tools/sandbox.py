@@ -93,7 +93,7 @@ class SandboxPolicy:
     # network's) answer too (`[web] allow_private`); the host's own services never do.
     private_networks: bool = False
     # (folder, where the sandbox sees it), bound writable: a worktree card's own refs
-    # (kanban.tools.worktree.BranchMirror), with `after` run after each command and when the
+    # (kanban.tools.worktree_refs.BranchMirror), with `after` run after each command and when the
     # card's sandbox ends (it copies the card's ref to the repository).
     moved: tuple[tuple[Path, Path], ...] = ()
     after: Callable[[], None] | None = field(default=None, compare=False, repr=False)
@@ -205,6 +205,7 @@ class BwrapRunner:
     has died, a fresh one per command. `wrap` (long-lived servers) always makes a fresh one."""
 
     name = "bwrap"
+    own_pids = True  # bwrap --unshare-pid: a pid names one of the sandbox's own processes
 
     def __init__(self, policy: SandboxPolicy, inner: PlainRunner | None = None,
                  bwrap: str = "bwrap", *, session: bool = True) -> None:

@@ -18,11 +18,10 @@ from kanban.tools.gitsafe import Git, GitError
 from kanban.tools.worktree import (
     RECORDS,
     WorktreeError,
-    branch_mirror,
-    branch_tip,
     repository_of,
     write_record,
 )
+from kanban.tools.worktree_refs import branch_mirror, branch_tip
 from kanban.workspaces import WORKTREE, GitPaths, Workspace
 
 

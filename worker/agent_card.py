@@ -286,13 +286,13 @@ def _worktree_note(workspace: Workspace, card_id: int, title: str, runner: Runne
     branch to the summary."""
 
     def note(summary: str) -> str:
-        from kanban.tools import worktree
+        from kanban.tools import worktree, worktree_refs
 
         sandboxed = bwrap_runner(runner)
         mirror = None  # where the card's sandbox keeps its branch's ref (BranchMirror)
         if sandboxed is not None and sandboxed.policy.moved and workspace.git is not None \
                 and workspace.branch is not None:
-            mirror = worktree.branch_mirror(home, workspace.git, workspace.branch)
+            mirror = worktree_refs.branch_mirror(home, workspace.git, workspace.branch)
         try:
             described = worktree.finish(workspace, f"kanban #{card_id}: {title}",
                                         wrap=offline(runner), mirror=mirror)

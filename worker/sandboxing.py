@@ -31,7 +31,7 @@ from kanban.tools.sandbox import (
     own_network,
 )
 from kanban.tools.workbench import is_credential
-from kanban.tools.worktree import branch_mirror, publish_or_say, seed
+from kanban.tools.worktree_refs import branch_mirror, publish_or_say, seed
 from kanban.workspaces import SCRATCH, Workspace
 
 MAX_ANCESTORS = 64  # a delegation chain is far shallower; this bounds a corrupt one

@@ -19,7 +19,7 @@ import pytest
 
 from kanban.state.config import Profile
 from kanban.state.errors import ConfigError
-from kanban.tools import gitwall
+from kanban.tools import gitwall, worktree_refs
 from kanban.tools.runner import CommandSpec
 from kanban.tools.sandbox import BwrapRunner
 from kanban.worker.sandboxing import card_policy
@@ -152,7 +152,7 @@ def test_a_worktree_card_cannot_move_or_remove_another_cards_branch(tmp_path: Pa
     for name in ("update", "branch", "mv", "log"):
         assert f"{name}=0" not in out, f"{name}: {out}"
     # `write` and `rm` act in the folder its sandbox sees there, which holds its own branch
-    # alone (kanban.tools.worktree.BranchMirror): the repository's kanban/8 is untouched
+    # alone (kanban.tools.worktree_refs.BranchMirror): the repository's kanban/8 is untouched
     assert git("rev-parse", "kanban/8", cwd=repo) == sibling
     assert (common / "logs/refs/heads/kanban/8").read_text() == sibling_log
     assert not (common / "refs/heads/kanban/gone").exists()
@@ -228,7 +228,7 @@ def test_a_worktree_cards_branch_made_symbolic_is_made_plain_when_it_ends(
     assert "planted=0" in out.read_text(), out.read_text()
     ref = repo / ".git/refs/heads/kanban/7"
     assert not ref.is_symlink() and not ref.read_text().startswith("ref:")  # never copied out
-    mirror = worktree.branch_mirror(home, ws.git, "kanban/7")  # type: ignore[arg-type]
+    mirror = worktree_refs.branch_mirror(home, ws.git, "kanban/7")  # type: ignore[arg-type]
     assert mirror is not None
     seen = mirror.folder / "7"
     assert seen.is_symlink() or seen.read_text().startswith("ref:")  # as the card's git sees it
@@ -347,12 +347,11 @@ def test_a_lock_swapped_for_a_folder_while_it_is_cleared_is_refused(
 def test_removing_a_cards_worktree_removes_its_own_refs_folder(tmp_path: Path) -> None:
     """`kanban gc` removes a finished card's worktree; the folder its sandbox saw its
     branch's ref in goes with it (the branch stays in the repository)."""
-    from kanban.tools import worktree
     from kanban.tools.worktree_lifecycle import remove_checkout
 
     ws, home, repo = worktree_card(tmp_path)
     in_sandbox(ws.path, home, "true", ws)
-    mirror = worktree.branch_mirror(home, ws.git, "kanban/7")  # type: ignore[arg-type]
+    mirror = worktree_refs.branch_mirror(home, ws.git, "kanban/7")  # type: ignore[arg-type]
     assert mirror is not None and (mirror.folder / "7").is_file()
     tip = git("rev-parse", "kanban/7", cwd=repo)
     assert remove_checkout(home, ws.path)
