@@ -14,7 +14,6 @@ from kanban import approvals
 from kanban.agent.types import ToolResult
 from kanban.events import record_event
 from kanban.tools.policy import Verdict, judge
-from kanban.tools.sandbox import BwrapRunner
 from kanban.tools.workbench import Workbench
 
 UNKNOWN_PREFIX = "unknown command: "
@@ -27,7 +26,7 @@ def rule_of(verdict: Verdict) -> str:
 
 def gate(bench: Workbench, command: str) -> ToolResult | None:
     verdict = judge(command, bench.profile.dangerous_patterns, workspace=bench.workspace,
-                    own_pids=bench.runner.name == BwrapRunner.name)  # bwrap --unshare-pid
+                    own_pids=getattr(bench.runner, "own_pids", False))
     if verdict.safe:
         return None
     rule = rule_of(verdict)

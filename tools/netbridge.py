@@ -146,6 +146,7 @@ class ProxiedRunner:
         self.inner = inner
         self.proxy = proxy
         self.name = inner.name
+        self.own_pids = getattr(inner, "own_pids", False)
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         self.proxy.start()
