@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kanban.activity import money
+from kanban.activity import cost_text
 from kanban.cli.output import colour_on, paint
 from kanban.cli.plain import STATUS_STYLE, heading, status_word
 from kanban.state.sandbox_paths import reach_lines
@@ -112,8 +112,7 @@ def stats_lines(data: dict[str, Any]) -> list[str]:
 
 def _cost(spend: dict[str, Any]) -> str:
     """Dollars, saying how many calls had no price (they are not counted as free)."""
-    unpriced = spend["unpriced_calls"]
-    return money(spend["cost"]) + (f" (+{unpriced} unpriced)" if unpriced else "")
+    return cost_text(spend["cost"], spend["unpriced_calls"])
 
 
 def _tokens(t: dict[str, int]) -> str:
