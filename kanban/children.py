@@ -6,14 +6,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from kanban.cards import NewCard, add_card, get_card
 from kanban.errors import LimitExceeded, ValidationError
-from kanban.state.config import Config
 from kanban.state.plans import Plan, Query, run_plan
 from kanban.state.rows import as_time
 from kanban.state.store import Conn
 from kanban.states import TERMINAL, CardStatus
+
+if TYPE_CHECKING:
+    from kanban.state.config import Config
 
 SETTLED = TERMINAL | {CardStatus.BLOCKED}
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kanban.cards import require_board
 from kanban.events import record_event
-from kanban.state.host import boot_id, process_start
+from kanban.state.host import boot_id, hostname, process_start
 from kanban.state.plans import Plan, Query, run_plan
 from kanban.state.rows import row_dict
 from kanban.state.store import Conn, Database
@@ -150,7 +149,7 @@ class DispatcherInfo:
         reused within the heartbeat's staleness window is not worth the wall-clock guess)."""
         if self.stopped_at is not None:
             return True
-        if self.boot_id is None or self.host != socket.gethostname() or \
+        if self.boot_id is None or self.host != hostname() or \
                 self.boot_id != boot_id():
             return False
         return process_start(self.pid) is None

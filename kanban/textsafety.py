@@ -8,8 +8,8 @@ every face shows stored text through `visible`, which spells each control out in
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 
 # Escape sequences whole: CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), two-byte ones;
 # and the 8-bit CSI/OSC introducers with their bodies.
@@ -22,7 +22,7 @@ _UNSAFE_OR_NEWLINE = re.compile(f"[{UNSAFE}\n\t]")
 # The CLI's own colours travel marked with a key this process drew at start: stored text
 # cannot carry the mark (it was written before the key existed), so any escape sequence in
 # it is spelled out like every other control, colour codes included.
-_KEY = secrets.token_hex(8)
+_KEY = os.urandom(8).hex()  # as secrets.token_hex, without importing hmac and OpenSSL
 _OWN_SGR = re.compile(f"\x1b{_KEY}\\[([0-9;]*)m")
 
 

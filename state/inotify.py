@@ -4,7 +4,6 @@ until a file is written, created, moved or removed, instead of polling it."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 from pathlib import Path
@@ -18,10 +17,13 @@ class Inotify:
     where the kernel or libc gives none (the caller then polls)."""
 
     def __init__(self, folder: Path, mask: int) -> None:
+        import ctypes  # here: every command imports this module, few watch anything
+
+        self._errno = ctypes.get_errno
         self._libc = ctypes.CDLL(None, use_errno=True)
         self.fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
+            raise OSError(self._errno(), "inotify_init1")
         try:
             self.watch(folder, mask)
         except OSError:
@@ -31,7 +33,7 @@ class Inotify:
     def watch(self, path: Path, mask: int) -> None:
         """Watch `path` too (a file replaced since it was watched: its new inode)."""
         if self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask) < 0:
-            raise OSError(ctypes.get_errno(), "inotify_add_watch")
+            raise OSError(self._errno(), "inotify_add_watch")
 
     def wait(self, timeout: float, *also: int) -> bool:
         """Until an event (True, events drained), a readable fd of `also`, or `timeout`."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shutil
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,12 +59,18 @@ def _grant_problem(path: Path, folder: Path | None, network: object) -> str | No
     return None
 
 
+def _which(name: str) -> str | None:
+    import shutil  # here: `kanban status` reads this module, and shutil costs a millisecond
+
+    return shutil.which(name)
+
+
 def hidden_program(command: str | None, args: Sequence[str], folder: Path | None) -> str | None:
     """The program or script path of a stdio server that lies in the board's folder (which
     every sandbox hides, so it could not start there), or None."""
     if folder is None or not command:
         return None
-    found = command if os.sep in command else shutil.which(command)
+    found = command if os.sep in command else _which(command)
     paths = [found, os.path.realpath(found)] if found else []
     paths += [a for a in args if os.path.isabs(a)]
     board = Path(os.path.realpath(folder))
@@ -114,7 +119,7 @@ def reach(profile: Any, *, own_network: Callable[[], bool], card_home: Path | No
     matters: kanban.tools.sandbox.own_network_here); `private_networks`: `[web]
     allow_private`, whether private networks answer on it."""
     network = network_value(profile.network if network is None else network)
-    if profile.sandbox == "off" or (profile.sandbox == "auto" and shutil.which("bwrap") is None):
+    if profile.sandbox == "off" or (profile.sandbox == "auto" and _which("bwrap") is None):
         data = {"sandbox": profile.sandbox, "read": ["whatever the dispatcher's user can read"],
                 "write": ["whatever the dispatcher's user can write"], "network": network,
                 "host_services": network is True}
@@ -140,7 +145,7 @@ def own_network_likely() -> bool:
     /dev/net/tun there, and, for a user other than root, user namespaces open to users.
     `kanban context` and the worker try it."""
     return (os.path.exists("/dev/net/tun")
-            and all(shutil.which(name) for name in ("bwrap", "slirp4netns", "ip"))
+            and all(_which(name) for name in ("bwrap", "slirp4netns", "ip"))
             and (os.geteuid() == 0 or _users_make_namespaces()))
 
 

@@ -6,7 +6,6 @@ elsewhere)."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import sys
 
 from kanban.state.errors import TransientDatabaseError
@@ -41,6 +40,8 @@ def write_elsewhere(path: str, patience_s: float, slice_s: float) -> sqlite3.Err
     """None if a fresh process wrote (and removed) the probe row; else SQLite's error as it
     saw it, for the caller to translate. A missing write-ahead log or a probe that could
     not run raises TransientDatabaseError. SQLite's own busy handler waits `slice_s`."""
+    import subprocess  # here: rarely needed, and every command imports this module
+
     try:
         done = subprocess.run([sys.executable, "-I", "-c", _PROBE, path, PROBE_KEY,
                                str(slice_s)],

@@ -69,12 +69,12 @@ def _refuse_second_host(kb: Kanban) -> None:
     """A board on a network filesystem is used from one host only (see kanban.control)."""
     if getattr(getattr(kb.db, "journal", None), "network_fs", None) is None:
         return  # nearly every board: nothing more to import or read
-    import socket
 
     from kanban.control import shared_network_board
     from kanban.state.errors import DatabaseError
+    from kanban.state.host import hostname
 
-    refused = shared_network_board(kb.db, socket.gethostname(), kb.clock())
+    refused = shared_network_board(kb.db, hostname(), kb.clock())
     if refused is not None:
         raise DatabaseError(refused)
 
