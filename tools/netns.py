@@ -30,6 +30,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanban.tools.replace_file import replace_file
+
 PROBE_TIMEOUT_S = 10.0
 # Blocked inside the namespace beside the host's own addresses (read at each start):
 # link-local, where cloud metadata services answer.
@@ -370,11 +372,8 @@ def _conf_file(host_lines: list[str]) -> Path:
     folder = _own_folder(Path(tempfile.gettempdir()) / f"kanban-resolv-{os.geteuid()}")
     path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.conf"
     if not path.is_file() or path.read_text() != text:
-        fd, spare = tempfile.mkstemp(dir=folder)
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.chmod(spare, 0o644)  # read in the sandbox, whatever user it runs commands as
-        os.replace(spare, path)
+        # 0o644: read in the sandbox, whatever user it runs commands as
+        replace_file(path, text.encode(), mode=0o644)
     return path
 
 

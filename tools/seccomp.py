@@ -40,6 +40,8 @@ import struct
 import tempfile
 from pathlib import Path
 
+from kanban.tools.replace_file import replace_file
+
 AF_UNIX = 1
 EPERM, EACCES, ENOSYS = 1, 13, 38
 CLONE_NEWUSER = 0x10000000
@@ -123,15 +125,7 @@ def program_file() -> Path | None:
             return path
     except OSError:
         pass
-    fd, temporary = tempfile.mkstemp(dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(code)
-        os.chmod(temporary, 0o400)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    replace_file(path, code, mode=0o400)
     _written[code] = path
     return path
 

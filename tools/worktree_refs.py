@@ -17,13 +17,13 @@ import re
 import shutil
 import stat
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kanban.state.errors import KanbanError
 from kanban.tools.gitsafe import Git, GitError
+from kanban.tools.replace_file import replace_file
 from kanban.workspaces import GitPaths
 
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # sha1 or sha256
@@ -141,7 +141,7 @@ def _last(mirror: BranchMirror) -> str | None:
 
 
 def _remember(mirror: BranchMirror, value: str | None) -> None:
-    _replace(_last_file(mirror), (value or "") + "\n")
+    replace_file(_last_file(mirror), f"{value or ''}\n".encode(), mode=0o644)
 
 
 def _set_own(mirror: BranchMirror, tip: str | None) -> None:
@@ -150,22 +150,8 @@ def _set_own(mirror: BranchMirror, tip: str | None) -> None:
     if tip is None:
         target.unlink(missing_ok=True)
     else:
-        _replace(target, tip + "\n")
+        replace_file(target, f"{tip}\n".encode(), mode=0o644)
     _remember(mirror, tip)
-
-
-def _replace(target: Path, text: str) -> None:
-    """`target` replaced by a file holding `text`, written under a name no other process
-    (a sharing card's worker, a model in the card's folder) can have taken."""
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".kanban-")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def publish(mirror: BranchMirror) -> str | None:
