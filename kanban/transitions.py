@@ -208,10 +208,12 @@ def requeue_or_fail(conn: Conn, card_id: int, outcome: Outcome, error: str, *,
         return get_card(conn, card_id)
     delay = retry_delay(used) if delay_s is None else delay_s
     run_after = now + timedelta(seconds=delay)
-    reactions.move(conn, card_id, Action.REQUEUE, CardStatus.READY, actor=actor, now=now,
+    to = status_after_dependencies(conn, card_id)  # a dependency redone while it ran: todo
+    reactions.move(conn, card_id, Action.REQUEUE, to, actor=actor, now=now,
                    outcome=outcome, kind="requeued", values={"error": error,
                                                              "run_after": run_after},
                    error=error, run_after=run_after.isoformat())
+    reactions.requeued(conn, card_id, to, now=now, actor=actor)
     return get_card(conn, card_id)
 
 
@@ -229,9 +231,11 @@ def hand_back(conn: Conn, card_id: int, reason: str, *, now: datetime, actor: Ac
     if base is None:
         raise CardNotFound(card_id)
     run_after = now + timedelta(seconds=delay_s)
-    reactions.move(conn, card_id, Action.HAND_BACK, CardStatus.READY, actor=actor, now=now,
+    to = status_after_dependencies(conn, card_id)  # a dependency redone while it ran: todo
+    reactions.move(conn, card_id, Action.HAND_BACK, to, actor=actor, now=now,
                    outcome=outcome, kind="handed_back",
                    values={"run_after": run_after, "retry_base": int(base) + 1}, error=reason)
+    reactions.requeued(conn, card_id, to, now=now, actor=actor)
     return get_card(conn, card_id)
 
 

@@ -11,7 +11,14 @@ from kanban.service import Kanban
 from kanban.state.store import Database
 from kanban.states import CardStatus
 from kanban.transitions import Actor
-from tests.support.db import claim_one, event_count, events_of, put_card_in, status_events
+from tests.support.db import (
+    claim_one,
+    event_count,
+    events_of,
+    put_card_in,
+    requeue,
+    status_events,
+)
 
 S = CardStatus
 
@@ -133,6 +140,30 @@ def test_retrying_the_dependency_to_done_runs_the_dependent(kb: Kanban) -> None:
     kb.complete(dep.id, "fine now", actor=Actor("worker", claim.claim_token))
     assert kb.card(waiting.id).status == S.READY
     assert claim_one(kb).card_id == waiting.id
+
+
+@pytest.mark.parametrize("back", ["requeued", "handed back"])
+def test_a_card_whose_dependency_was_redone_while_it_ran_goes_back_to_todo(
+        kb: Kanban, back: str) -> None:
+    """Its dependency done, the card runs; the dependency is retried meanwhile; the card's
+    run ends without a result (a crash, a lapsed lease, a dispatcher stopping): it must wait
+    for the redone dependency again, not be claimable at once (found by the state machine)."""
+    dep = kb.add_card(NewCard("dependency"))
+    claim = claim_one(kb, dep.id)
+    kb.complete(dep.id, "first result", actor=Actor("worker", claim.claim_token))
+    waiting = kb.add_card(NewCard("uses it", depends_on=[dep.id]))
+    claim_one(kb, waiting.id)
+    kb.retry(dep.id)
+    if back == "requeued":
+        requeue(kb, waiting.id)
+    else:
+        with kb.db.write() as conn:
+            transitions.hand_back(conn, waiting.id, "the dispatcher stopped", now=kb.clock(),
+                                  actor=Actor("dispatcher"))
+    assert kb.card(dep.id).status == S.READY
+    assert kb.card(waiting.id).status == S.TODO
+    assert claim_one(kb).card_id == dep.id  # the dependency first, the card after it
+    assert kb.claim(1, lease_s=30) == []
 
 
 def test_a_cancelled_dependency_blocks_and_completing_it_by_hand_releases(kb: Kanban) -> None:

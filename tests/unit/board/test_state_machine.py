@@ -300,8 +300,10 @@ class BoardMachine(RuleBasedStateMachine):
         self.clock.advance(LEASE_S + 1)
         after = requeue(self.kb, card.id, outcome=Outcome.LEASE_LOST, delay_s=delay)
         exhausted = card.attempt - card.retry_base >= card.max_attempts
-        self.leave(card, S.FAILED if exhausted else S.READY)
+        # back to todo if a dependency was redone while it ran
+        self.leave(card, S.FAILED if exhausted else S.READY if self.deps_done(card) else S.TODO)
         if not exhausted:
+            self.block_if_dependency_ended(card)
             card.run_after = self.clock() + timedelta(seconds=delay)
         assert after.status == card.status
 
