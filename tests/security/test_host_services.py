@@ -181,7 +181,10 @@ def _namespace_host(prefix: str) -> Iterator[tuple[str, int]]:
     host_side, far_side = f"{base}{last + 1}", f"{base}{last + 2}"
 
     def ip(*args: str) -> None:
-        subprocess.run(["ip", *args], check=True, capture_output=True)
+        done = subprocess.run(["ip", *args], capture_output=True, text=True)
+        if done.returncode != 0:  # what ip said: a failed setup is otherwise a bare 255
+            raise RuntimeError(f"ip {' '.join(args)}: exit {done.returncode}: "
+                               f"{done.stderr.strip()}")
 
     server = None
     try:
