@@ -79,6 +79,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(19, "traces", sql_file("0019_traces")),
     Migration(20, "sharded_counts", sql_file("0020_sharded_counts")),
     Migration(21, "scheduled_wakeups", sql_file("0021_scheduled_wakeups")),
+    Migration(22, "ordered_counts", sql_file("0022_ordered_counts")),
 )
 LATEST = MIGRATIONS[-1].id
 

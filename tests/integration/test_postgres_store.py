@@ -307,3 +307,47 @@ def test_server_time_drives_leases(pg: Database) -> None:
     claim = claim_one(kb, card.id)
     (server,) = pg_query(pg.target, "SELECT now()")[0]
     assert abs((claim.lease_expires_at - timedelta(seconds=30) - server).total_seconds()) < 1
+
+
+def test_a_statement_locks_its_card_counters_in_one_order(pg: Database) -> None:
+    """A statement that moves cards of several profiles writes their counters in one order
+    (board, profile, status), whatever order it met the cards in. Written per card, two
+    dispatchers on one counter shard that claimed a coder's and a writer's card in opposite
+    orders each held the counter the other waited for: a deadlock, one claim aborted after
+    deadlock_timeout. Here the statement meets the writer's card first; the writer's counter
+    is held elsewhere, and the statement must already hold the coder's when it waits."""
+    import psycopg
+
+    kb = Kanban(pg)
+    writer = kb.add_card(NewCard("meets first", profile="writer"))
+    coder = kb.add_card(NewCard("meets second", profile="coder"))
+    with psycopg.connect(pg.target, autocommit=True) as mover, \
+            psycopg.connect(pg.target) as holder, psycopg.connect(pg.target) as prober:
+        (pid,) = mover.execute("SELECT pg_backend_pid()").fetchone()
+        shard = pid % 8
+        prober.execute(  # the mover's shard of each counter exists, so locks are row locks
+            "INSERT INTO card_count (board, profile, status, shard, n) "
+            "SELECT 'default', p, s, %s, 0 FROM unnest(ARRAY['coder', 'writer']) p, "
+            "unnest(ARRAY['ready', 'blocked']) s ON CONFLICT DO NOTHING", (shard,))
+        prober.commit()
+        lock = ("SELECT 1 FROM card_count WHERE board = 'default' AND profile = %s "
+                "AND shard = %s FOR UPDATE NOWAIT")
+        holder.execute(lock, ("writer", shard))  # the last in the order: held until commit
+        moved = threading.Thread(target=mover.execute, args=(
+            "UPDATE card SET status = 'blocked' WHERE id = ANY(%s)", ([writer.id, coder.id],)))
+        moved.start()
+        try:
+            wait_until(lambda: prober.execute(
+                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                (pid,)).fetchone()[0], timeout=30, what="the move to wait for the counter")
+            prober.rollback()
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                prober.execute(lock, ("coder", shard))  # already taken by the waiting move
+            prober.rollback()
+        finally:
+            holder.commit()
+            moved.join(30)
+    assert not moved.is_alive()
+    with pg.read() as conn:
+        assert dict(conn.all("SELECT profile, sum(n) FROM card_count WHERE status = 'blocked' "
+                             "GROUP BY profile")) == {"coder": 1, "writer": 1}
