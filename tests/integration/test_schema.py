@@ -82,6 +82,16 @@ def sqlite_search_sql(engine: Engine) -> dict[str, str]:
         return {name: _clause(sql) for name, sql in rows}
 
 
+def postgres_trigger_sql(engine: Engine) -> dict[str, str]:
+    """Triggers and the functions they run as PostgreSQL prints them back."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal "
+            "UNION ALL SELECT proname, pg_get_functiondef(p.oid) FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'")
+        return {name: _clause(sql) for name, sql in rows}
+
+
 def sa_engine(target: str) -> Engine:
     """An SQLAlchemy engine over a store's database, for reflection only."""
     if target.startswith("postgresql://"):
@@ -127,11 +137,14 @@ def test_postgres_migrated_from_empty_equals_the_models(pg_url: str, tmp_path: P
     declared = sa_engine(pg_url)
     try:
         got = schema_of(declared)
+        got_triggers = postgres_trigger_sql(declared)
         with declared.begin() as conn:  # rebuild the same database from the models
             conn.exec_driver_sql("DROP SCHEMA public CASCADE")
             conn.exec_driver_sql("CREATE SCHEMA public")
         SQLModel.metadata.create_all(declared)
         want = schema_of(declared)
+        assert got_triggers == postgres_trigger_sql(declared)
+        assert "card_count_delete" in got_triggers  # migration 22's, whose drops are followed
         declared.dispose()
         assert got.keys() == want.keys()
         for table in want:
