@@ -89,12 +89,16 @@ def claim(db: Database, n: int, *, now: datetime, lease_s: float,
         filters += " AND NOT (c.profile = ANY(:excluded))"
         params["excluded"] = list(flt.exclude_profiles)
     release = _RELEASE_DUE.format(board=" AND board = :board" if flt.board is not None else "")
-    with db.statement() as conn, conn.raw.pipeline():
-        # Pipelined: the release and the claim travel together, one round trip for both.
-        conn.execute(release, {"now": now, **({"board": flt.board} if flt.board else {})})
-        # LIMIT as a literal: a prepared claim's generic plan then expects n rows, where a
-        # parameter made it expect a tenth of the board and join `card` by a full scan.
-        rows = conn.all(_CLAIM.format(filters=filters, limit=int(n)), params)
+    with db.statement() as conn:
+        # Pipelined: the release and the claim travel together with the pipeline's closing
+        # Sync, one round trip for both; the claim's rows are read once it has closed
+        # (fetched inside it, they cost a round trip of their own before the Sync's).
+        with conn.raw.pipeline():
+            conn.execute(release, {"now": now, **({"board": flt.board} if flt.board else {})})
+            # LIMIT as a literal: a prepared claim's generic plan then expects n rows, where a
+            # parameter made it expect a tenth of the board and join `card` by a full scan.
+            claimed = conn.execute(_CLAIM.format(filters=filters, limit=int(n)), params)
+        rows = claimed.fetchall()
     return [Claim(card_id, board, attempt, token, run_id, profile, model, timeout_s, lease_until,
                   base)
             for card_id, board, attempt, token, run_id, profile, model, timeout_s, base in rows]

@@ -44,5 +44,6 @@ def row_dict(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
 
 def with_times(row: dict[str, Any]) -> dict[str, Any]:
     """The same conversion for a row already keyed by column name."""
-    return {name: as_time(value) if is_time_column(name) else value
-            for name, value in row.items()}
+    timed = _time_columns(tuple(row))
+    return {name: as_time(value) if is_time and value is not None else value
+            for (name, value), is_time in zip(row.items(), timed, strict=True)}

@@ -199,13 +199,13 @@ def test_a_prepared_claims_generic_plan_reads_card_by_index(
             add_card(conn, NewCard(f"card {i}"), kb.clock())
     pg_query(pg.target, "ANALYZE card")
     sent: list[str] = []
-    run_all = Conn.all
+    execute = Conn.execute
 
     def noted(self: Conn, sql: str, params: Any = None) -> Any:
         sent.append(sql)
-        return run_all(self, sql, params)
+        return execute(self, sql, params)
 
-    monkeypatch.setattr(Conn, "all", noted)
+    monkeypatch.setattr(Conn, "execute", noted)
     kb.claim(8, lease_s=60)
     monkeypatch.undo()
     claim = next(sql for sql in sent if "FOR UPDATE OF c SKIP LOCKED" in sql)
