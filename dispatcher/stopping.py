@@ -14,6 +14,7 @@ A mixin of `Dispatcher` (dispatcher/loop.py), which owns the state named below.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ import sys
 import threading
 import time
 from contextlib import suppress
+from pathlib import Path
 
 from kanban.dispatcher import procs
 from kanban.dispatcher.faults import OUTAGE_BACKOFF
@@ -43,6 +45,7 @@ class Stopping:
     """The dispatcher's way of stopping (see the module's text)."""
 
     opts: DispatchOptions
+    home: Path
     workers: LocalWorkers
     wake: threading.Event
     stop_requested: threading.Event
@@ -116,6 +119,7 @@ class Stopping:
         with self._stop_lock:
             if self._stop_deadline != deadline:
                 return  # a nearer deadline's thread acts, or the stop is over
+        stacks = self._record_stacks()
         running = list(self.workers)
         for worker in running:  # their cards stay claimed until the leases lapse
             procs.signal_group(worker.pid, signal.SIGKILL)
@@ -125,10 +129,31 @@ class Stopping:
         else:  # every card went back; recording the stop itself hung
             event("stopping took longer than allowed (the database did not answer); "
                   "exiting", logging.ERROR, kind="stop_overdue")
+        if stacks is not None:
+            event(f"where each thread of the dispatcher waited when its stop ran out of "
+                  f"time: {stacks}", logging.ERROR, kind="stop_stacks", path=str(stacks))
         with suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(EXIT_STRANDED)
+
+    def _record_stacks(self) -> Path | None:
+        """Every thread's stack, into a file beside the workers' logs: "the database did
+        not answer" is the likely reason a stop runs out of time, not the only one (a
+        worker that would not die, a lock of this process), and the stacks tell which.
+        Function names and lines only: no values, so no secret."""
+        path = self.home / "logs" / f"stop-overdue-{os.getpid()}.txt"
+        try:  # never through a link planted in its place
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            return None
+        try:
+            faulthandler.dump_traceback(fd, all_threads=True)
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+        return path
 
     def stop_done(self) -> None:
         """Shutdown finished: the watchdog stands down."""

@@ -111,3 +111,11 @@ def test_a_second_sigterm_ends_a_stuck_stop_at_once(cut_board: CutBoard) -> None
     text = cut_board.text()
     assert code != 0, text
     assert "could not hand back" in text, text
+    # where it waited is kept for whoever reads the log: every thread's stack, in a file
+    # the log names (a file of the dispatcher's own, not a link someone put there)
+    named = re.search(r"when its stop ran out of time: (\S+)", text)
+    assert named is not None, text
+    stacks = Path(named.group(1))
+    assert not stacks.is_symlink() and stacks.stat().st_mode & 0o777 == 0o600
+    dumped = stacks.read_text()
+    assert dumped.count("Thread 0x") >= 2 and 'File "' in dumped, dumped
