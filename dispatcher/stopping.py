@@ -18,6 +18,7 @@ import faulthandler
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -141,13 +142,25 @@ class Stopping:
         """Every thread's stack, into a file beside the workers' logs: "the database did
         not answer" is the likely reason a stop runs out of time, not the only one (a
         worker that would not die, a lock of this process), and the stacks tell which.
-        Function names and lines only: no values, so no secret."""
+        Function names and lines only: no values, so no secret.
+
+        The name is predictable, so whatever sits there is distrusted: a symbolic link is
+        not followed, a FIFO would block the watchdog (opened non-blocking, it refuses),
+        and a file with a second hard link, or not this user's, is left as it is: it may be
+        another file of the user's under a second name."""
         path = self.home / "logs" / f"stop-overdue-{os.getpid()}.txt"
-        try:  # never through a link planted in its place
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                         0o600)
         except OSError:
             return None
         try:
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1 or \
+                    found.st_uid != os.geteuid():
+                return None
+            os.fchmod(fd, 0o600)  # a file left by an earlier process of this pid
+            os.ftruncate(fd, 0)
             faulthandler.dump_traceback(fd, all_threads=True)
         except (OSError, ValueError):
             return None

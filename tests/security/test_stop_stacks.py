@@ -5,6 +5,7 @@ turn that write into an overwrite of another file of the user's."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from kanban.dispatcher.stopping import Stopping
@@ -33,3 +34,41 @@ def test_a_link_planted_where_the_stacks_go_is_not_followed(tmp_path: Path) -> N
     assert stopping._record_stacks() is None
     assert precious.read_text() == "the user's own\n"
     assert planted.is_symlink()
+
+
+def test_a_hard_link_planted_where_the_stacks_go_is_left_alone(tmp_path: Path) -> None:
+    """A second name of another file (same user, same filesystem) is not truncated."""
+    stopping = _stopping(tmp_path)
+    precious = tmp_path / "precious"
+    precious.write_text("the user's own\n")
+    os.link(precious, tmp_path / "logs" / f"stop-overdue-{os.getpid()}.txt")
+    assert stopping._record_stacks() is None
+    assert precious.read_text() == "the user's own\n"
+
+
+def test_a_fifo_planted_where_the_stacks_go_does_not_hang_the_watchdog(
+        tmp_path: Path) -> None:
+    """Opening a FIFO for writing waits for a reader: the watchdog whose whole job is to
+    end a hung stop would hang on it. Here it refuses at once."""
+    stopping = _stopping(tmp_path)
+    os.mkfifo(tmp_path / "logs" / f"stop-overdue-{os.getpid()}.txt")
+    done = threading.Event()
+    results: list[Path | None] = []
+
+    def record() -> None:
+        results.append(stopping._record_stacks())
+        done.set()
+
+    threading.Thread(target=record, daemon=True).start()
+    assert done.wait(30), "writing the stacks blocked on a FIFO"
+    assert results == [None]
+
+
+def test_a_file_left_by_an_earlier_process_is_made_private_again(tmp_path: Path) -> None:
+    stopping = _stopping(tmp_path)
+    left = tmp_path / "logs" / f"stop-overdue-{os.getpid()}.txt"
+    left.write_text("an older process's stacks, much longer than these will be\n" * 500)
+    left.chmod(0o644)
+    assert stopping._record_stacks() == left
+    assert left.stat().st_mode & 0o777 == 0o600
+    assert "older process" not in left.read_text()
