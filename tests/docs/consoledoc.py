@@ -4,6 +4,9 @@ A ```console block holds commands (`$ ` lines; a line ending in `\\` goes on) ea
 by its output. An HTML comment right before a block steers it:
 
     <!-- test: skip REASON -->        not run; the reason is in the test id
+    <!-- test: rows FILE -->          not run (a benchmark, say): each Markdown table row the
+                                      block shows, header included, must be a row of FILE
+                                      (relative to the repository), cell for cell
     <!-- test: fresh -->              a new, empty project folder from here on
     <!-- test: unordered -->          each command's lines may come in any order
     <!-- test: needs postgres -->     the page's shell gets $PG, a fresh PostgreSQL database
@@ -48,6 +51,7 @@ class Block:
     line: int
     commands: list[Command]
     skip: str | None = None
+    rows_of: str | None = None  # the file whose table rows the block shows
     fresh: bool = False
     unordered: bool = False
     setup: str = ""
@@ -57,6 +61,11 @@ class Block:
     def id(self) -> str:
         suffix = f"-skip({self.skip})" if self.skip else ""
         return f"{self.page}:{self.line}{suffix}"
+
+    @property
+    def runs(self) -> bool:
+        """Its commands run in the page's shell."""
+        return not self.skip and self.rows_of is None
 
 
 @dataclass
@@ -103,6 +112,8 @@ def _apply_markers(block: Block, comments: str) -> None:
     for kind, rest in MARKER.findall(comments):
         if kind == "skip":
             block.skip = rest.strip() or "not runnable offline"
+        elif kind == "rows" and rest.strip():
+            block.rows_of = rest.strip()
         elif kind == "fresh":
             block.fresh = True
         elif kind == "unordered":
@@ -158,7 +169,7 @@ def script(page_blocks: list[Block], home: Path) -> str:
            "rm -rf \"$HOME/project\"; mv \"$d\" \"$HOME/project\"; cd \"$HOME/project\"; }",
            "fresh"]
     for block in page_blocks:
-        if block.skip:
+        if not block.runs:
             continue
         if block.fresh:
             out.append("fresh")
@@ -285,11 +296,68 @@ def shown(command: Command) -> str:
     return command.text
 
 
+def table_rows(text: str) -> list[list[str]]:
+    """The rows of the Markdown tables in `text`, as stripped cells (rules left out)."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not (line.startswith("|") and line.endswith("|")):
+            continue
+        cells = [cell.strip() for cell in line[1:-1].split("|")]
+        if not all(set(cell) <= set("-: ") for cell in cells):
+            rows.append(cells)
+    return rows
+
+
+def rows_not_in(block: Block, root: Path) -> list[str]:
+    """The table rows a `test: rows FILE` block shows that FILE does not have, each with
+    FILE's row of the same first cell where there is one."""
+    assert block.rows_of is not None
+    source = root / block.rows_of
+    if not source.is_file():
+        return [f"{block.rows_of}: no such file"]
+    known = {tuple(row) for row in table_rows(source.read_text(encoding="utf-8"))}
+    by_key = {row[0]: row for row in known}
+    shown_rows = table_rows("\n".join(c.expected for c in block.commands))
+    if not shown_rows:
+        return ["the block shows no table rows"]
+    missing = []
+    for row in shown_rows:
+        if tuple(row) not in known:
+            there = by_key.get(row[0])
+            missing.append(f"{' | '.join(row)}\n  {block.rows_of} has: "
+                           f"{' | '.join(there) if there else 'no such row'}")
+    return missing
+
+
+def update_rows(path: Path, page_blocks: list[Block], root: Path) -> int:
+    """Rewrite each row a `test: rows FILE` block shows as FILE now has it (matched by its
+    first cell; a row FILE lacks stays, for the test to name); how many changed."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    changed = 0
+    for block in page_blocks:
+        if block.rows_of is None or not (root / block.rows_of).is_file():
+            continue
+        recorded = {line.split("|")[1].strip(): line.rstrip()
+                    for line in (root / block.rows_of).read_text(encoding="utf-8").splitlines()
+                    if line.startswith("|") and table_rows(line)}
+        at = block.line  # the fence's 1-based line = the 0-based index of the next line
+        while not lines[at].startswith("```"):
+            cells = table_rows(lines[at])
+            now = recorded.get(cells[0][0]) if cells else None
+            if now is not None and now != lines[at]:
+                lines[at] = now
+                changed += 1
+            at += 1
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return changed
+
+
 def update(path: Path, outcome: Outcome, page_blocks: list[Block]) -> int:
     """Write what each command printed under it where the page no longer matches; returns
     how many outputs changed (read the diff before committing it)."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    stale = [(c, outcome.outputs[c.line]) for b in page_blocks if not b.skip
+    stale = [(c, outcome.outputs[c.line]) for b in page_blocks if b.runs
              for c in b.commands
              if not matches(c.expected, outcome.outputs[c.line], unordered=b.unordered)]
     for command, actual in sorted(stale, key=lambda pair: -pair[0].line):
@@ -325,14 +393,16 @@ def _run_standalone(page_blocks: list[Block]) -> Outcome:
 
 def main(argv: list[str]) -> None:
     """`python -m tests.docs.consoledoc [--update] PAGE…`: run pages' examples and print
-    what each command prints now; --update writes it into the page where it differs."""
+    what each command prints now; --update writes it into the page where it differs, and
+    the rows of `test: rows FILE` blocks as FILE now has them."""
 
     write = argv[:1] == ["--update"]
     for page in argv[1:] if write else argv:
         page_blocks = blocks(Path(page), page)
         outcome = _run_standalone(page_blocks)
         if write:
-            print(f"{page}: {update(Path(page), outcome, page_blocks)} outputs rewritten")
+            print(f"{page}: {update(Path(page), outcome, page_blocks)} outputs rewritten, "
+                  f"{update_rows(Path(page), page_blocks, Path.cwd())} table rows")
             continue
         for block in page_blocks:
             print(f"--- {block.id}")

@@ -6,7 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.consoledoc import blocks, matches, normalise, run_page, update
+from tests.docs.consoledoc import (
+    Block,
+    blocks,
+    matches,
+    normalise,
+    rows_not_in,
+    run_page,
+    script,
+    update,
+    update_rows,
+)
 
 PAGE = '''# A page
 
@@ -106,3 +116,50 @@ def test_a_page_runs_and_update_rewrites_only_what_changed(tmp_path: Path) -> No
     # the real output is back, the rest untouched; its age is what the run printed (0s on
     # a quiet machine, a few seconds on a loaded one)
     assert normalise(path.read_text()) == normalise(PAGE)
+
+
+RESULTS = """# results
+
+| #   | metric      | kanban | ratio |
+|-----|-------------|--------|-------|
+| 1.1 | claims/s    | 390 /s | 0.62x |
+| 1.3 | claims/s, 8 | 794 /s | 1.26x |
+"""
+
+
+def rows_page(tmp_path: Path, shown_rows: str) -> list[Block]:
+    (tmp_path / "results.md").write_text(RESULTS)
+    text = ("<!-- test: rows results.md -->\n```console\n$ python -m bench\n"
+            f"{shown_rows}```\n")
+    return blocks(page(tmp_path, text), "page.md")
+
+
+def test_shown_rows_must_be_recorded_cell_for_cell(tmp_path: Path) -> None:
+    # Padding and trimmed rows are the page's business; every cell is not.
+    [block] = rows_page(tmp_path, "| # | metric | kanban | ratio |\n|---|---|---|---|\n…\n"
+                                  "| 1.3 |  claims/s, 8 | 794 /s | 1.26x |\n")
+    assert block.rows_of == "results.md" and not block.runs
+    assert rows_not_in(block, tmp_path) == []
+    [typed] = rows_page(tmp_path, "| 1.1 | claims/s | 391 /s | 0.62x |\n")
+    [missing] = rows_not_in(typed, tmp_path)
+    assert "391 /s" in missing and "has: 1.1 | claims/s | 390 /s | 0.62x" in missing
+    [gone] = rows_page(tmp_path, "| 9.9 | old | 1 /s | 1x |\n")
+    assert "no such row" in rows_not_in(gone, tmp_path)[0]
+    [empty] = rows_page(tmp_path, "nothing measured\n")
+    assert rows_not_in(empty, tmp_path) == ["the block shows no table rows"]
+
+
+def test_a_rows_block_is_not_run(tmp_path: Path) -> None:
+    [block] = rows_page(tmp_path, "| 1.1 | claims/s | 390 /s | 0.62x |\n")
+    assert "python -m bench" not in script([block], tmp_path)
+
+
+def test_update_rewrites_shown_rows_from_the_recorded_ones(tmp_path: Path) -> None:
+    [block] = rows_page(tmp_path, "| 1.1 | claims/s | 391 /s | 0.61x |\n| 9.9 | old | 1 | 1x |\n")
+    assert update_rows(tmp_path / "page.md", [block], tmp_path) == 1
+    [again] = blocks(tmp_path / "page.md", "page.md")
+    shown_now = "\n".join(c.expected for c in again.commands)
+    assert "| 1.1 | claims/s    | 390 /s | 0.62x |" in shown_now
+    assert "| 9.9 | old | 1 | 1x |" in shown_now  # FILE lacks it: left for the test to name
+    assert rows_not_in(again, tmp_path) == [
+        "9.9 | old | 1 | 1x\n  results.md has: no such row"]

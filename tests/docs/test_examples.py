@@ -23,6 +23,7 @@ from tests.docs.consoledoc import (
     blocks,
     matches,
     normalise,
+    rows_not_in,
     shown,
     start_page,
 )
@@ -120,7 +121,7 @@ def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 # it into a failure as it does for a missing service (PostgreSQL here, via skip_or_fail).
 @pytest.mark.parametrize("block", [
     pytest.param(b, id=b.id, marks=[pytest.mark.skip(reason=b.skip)] if b.skip else [])
-    for page in BLOCKS.values() for b in page])
+    for page in BLOCKS.values() for b in page if b.rows_of is None])
 def test_console_example(block: Block, pages: Pages) -> None:
     outcome = pages.outcome(block.page)
     assert block.line not in outcome.setup_failures, outcome.setup_failures.get(block.line)
@@ -133,3 +134,13 @@ def test_console_example(block: Block, pages: Pages) -> None:
             pytest.fail(f"{block.page}:{command.line}: $ {shown(command)}\n"
                         f"prints (normalised), against the page:\n{diff}\n"
                         f"--- as printed ---\n{actual}", pytrace=False)
+
+
+# A block marked `test: rows FILE` shows a command too slow to run here (a benchmark): what
+# it shows must be rows FILE holds, so the page cannot keep numbers of a run long gone.
+@pytest.mark.parametrize("rows_block", [
+    pytest.param(b, id=b.id) for page in BLOCKS.values() for b in page if b.rows_of])
+def test_shown_rows_are_the_recorded_ones(rows_block: Block) -> None:
+    missing = rows_not_in(rows_block, REPO)
+    assert not missing, (f"{rows_block.page}:{rows_block.line} shows rows "
+                         f"{rows_block.rows_of} does not hold:\n" + "\n".join(missing))
