@@ -58,6 +58,7 @@ pgbouncer:
 
 bench: $(STAMP)
 	$(PY) -m bench
+	$(PY) -m tests.docs.consoledoc --rows README.md $$(find docs -name '*.md' | sort)
 
 # The documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link or a page
 # missing from the nav fails the build.

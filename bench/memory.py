@@ -4,15 +4,26 @@ Slow scripted workers (heartbeats with delays) are sampled while all are running
 once each has begun its transcript (everything imported, the first model call under
 way). PSS splits every shared page among the processes sharing it, so PSS summed over
 workers is the memory they really cost; the forkserver's own share is in the note.
+
+Rows 4.4 and 4.5 say where a forked worker's own memory comes from: a probe preloads as
+the forkserver does, forks, and has the child open the board and make one model call
+through the openai SDK (against a local server), counting the pages each step made its
+own (private dirty memory); then the parent does the same, its pages all its own already.
+The difference is copy-on-write: CPython writes an object's reference count whenever it
+uses the object, so a child copies every page holding an object it touches.
 """
 
 from __future__ import annotations
 
+import gc
+import json
+import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.common import (
     DispatcherProcess,
@@ -96,6 +107,93 @@ def _ppid(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def private_dirty_kib() -> int:
+    """This process's private dirty memory: pages only it maps that were written."""
+    with open("/proc/self/smaps_rollup", encoding="ascii") as rollup:
+        for line in rollup:
+            if line.startswith("Private_Dirty:"):
+                return int(line.split()[1])
+    raise RuntimeError("no Private_Dirty in /proc/self/smaps_rollup")
+
+
+def _steps(db: Any, base_url: str) -> dict[str, int]:
+    """KiB of pages made private by a worker's first steps, in this process."""
+    from kanban.agent.openai_model import OpenAIModel
+    from kanban.agent.retry import RetryPolicy
+    from kanban.agent.types import Message
+    from kanban.worker.forked import _rehearse_reads
+
+    before = private_dirty_kib()
+    with db.read() as conn:  # its connection and the reads before a first model call
+        _rehearse_reads(conn)
+    opened = private_dirty_kib()
+    model = OpenAIModel("bench", api_key="bench", base_url=base_url,
+                        retry=RetryPolicy(max_retries=0))
+    try:
+        model.complete([Message("user", "hello")], [])
+    finally:
+        model.close()
+    return {"open": opened - before, "call": private_dirty_kib() - opened}
+
+
+def probe_main() -> None:
+    """`python -c "from bench.memory import probe_main; probe_main()" DB BASE_URL`: one
+    line of JSON, the first steps' copies in a forked child and in the parent."""
+    from kanban.worker.forkserver import preload
+
+    db = preload(sys.argv[1], ["openai"])
+    gc.collect()
+    gc.freeze()  # as the forkserver does before it forks
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        code = 1
+        try:
+            os.write(write, json.dumps(_steps(db, sys.argv[2])).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        forked = json.loads(answer.read() or b"null")
+    os.waitpid(pid, 0)
+    print(json.dumps({"forked": forked, "alone": _steps(db, sys.argv[2])}), flush=True)
+
+
+def copies(path: Path, probes: int) -> list[dict[str, dict[str, int]]]:
+    """`probes` probes' findings, each from a fresh process."""
+    from tests.support.llm_server import LLMServer, text_reply
+
+    found = []
+    with LLMServer(responder=lambda body: text_reply("done " * 40, chunk_chars=8)) as server:
+        for _ in range(probes):
+            out = subprocess.run(
+                [sys.executable, "-c", "from bench.memory import probe_main; probe_main()",
+                 str(path), server.openai_base_url],
+                capture_output=True, text=True, timeout=120, check=True).stdout
+            found.append(json.loads(out.strip().splitlines()[-1]))
+    return found
+
+
+def copy_rows(path: Path, probes: int) -> list[Row]:
+    found = copies(path, probes)
+    label = "the same in a process not forked"
+    note = (f"median of {probes} probes; private dirty memory (/proc/self/smaps_rollup) a "
+            "child forked from a preloaded, frozen parent makes its own, against the parent "
+            "doing the same afterwards")
+
+    def mib(where: str, step: str) -> float:
+        return median([probe[where][step] for probe in found]) / 1024
+
+    return [
+        Row("4.4", "copied by a forked worker's board connection and first reads", "MiB",
+            mib("forked", "open"), mib("alone", "open"), label, None, note),
+        Row("4.5", "copied by a forked worker's first model call (openai SDK)", "MiB",
+            mib("forked", "call"), mib("alone", "call"), label, None, note),
+    ]
+
+
 def run(sizes: Sizes, work: Path) -> list[Row]:
     warm = sample(work, sizes.memory_warm, cold=False)
     cold = sample(work, sizes.memory_cold, cold=True)
@@ -120,4 +218,4 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
         rows.append(Row("4.3", "dispatcher PSS, workers running", "MiB",
                         warm.dispatcher_kib / 1024, floor_mib, floor_label,
                         Goal("value", "<=", 40, "MiB")))
-    return rows
+    return rows + copy_rows(work / "warm" / "kanban.db", 1 if sizes.name == "smoke" else 3)

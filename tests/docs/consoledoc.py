@@ -392,10 +392,17 @@ def _run_standalone(page_blocks: list[Block]) -> Outcome:
 
 
 def main(argv: list[str]) -> None:
-    """`python -m tests.docs.consoledoc [--update] PAGE…`: run pages' examples and print
-    what each command prints now; --update writes it into the page where it differs, and
-    the rows of `test: rows FILE` blocks as FILE now has them."""
+    """`python -m tests.docs.consoledoc [--update | --rows] PAGE…`: run pages' examples and
+    print what each command prints now; --update writes it into the page where it differs,
+    and the rows of `test: rows FILE` blocks as FILE now has them; --rows only the rows,
+    running nothing (`make bench` does that after its run)."""
 
+    if argv[:1] == ["--rows"]:
+        for page in argv[1:]:
+            changed = update_rows(Path(page), blocks(Path(page), page), Path.cwd())
+            if changed:
+                print(f"{page}: {changed} table rows rewritten from their files")
+        return
     write = argv[:1] == ["--update"]
     for page in argv[1:] if write else argv:
         page_blocks = blocks(Path(page), page)
