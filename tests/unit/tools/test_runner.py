@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from kanban.tools.runner import CommandSpec, PlainRunner, Rlimits, head_tail
+from kanban.tools.runner import (
+    CHECK_EVERY_S,
+    CHECK_SHARE,
+    CommandSpec,
+    PlainRunner,
+    Rlimits,
+    head_tail,
+    watch,
+)
 
 
 def spec(tmp_path: Path, command: str, **kwargs: object) -> CommandSpec:
@@ -97,3 +107,48 @@ def test_head_tail(tmp_path: Path, size: int, cut: bool) -> None:
     assert was_cut is cut
     if cut:
         assert text.startswith("a" * 50) and text.endswith("b" * 50) and str(path) in text
+
+
+class Running:
+    """A command that never ends; each wait returns at once, its timeout recorded."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.pauses.append(timeout or 0.0)
+        raise subprocess.TimeoutExpired("flood", timeout or 0.0)
+
+
+def checks(costs: list[Callable[[], None]]) -> Callable[[], str | None]:
+    """A check that does `costs[i]` on its i-th look and says stop after the last."""
+    left = list(costs)
+
+    def check() -> str | None:
+        left.pop(0)()
+        return None if left else "past the budget"
+
+    return check
+
+
+def burn(seconds: float) -> Callable[[], None]:
+    def busy() -> None:
+        began = time.thread_time()
+        while time.thread_time() - began < seconds:
+            pass
+    return busy
+
+
+def test_a_check_waiting_for_a_cpu_keeps_the_pace() -> None:
+    """On a busy host a cheap check takes long on the clock: the looks must not thin out
+    (they did, by its wall time, and a flood of files passed its budget by 150 MB)."""
+    proc = Running()
+    assert watch(proc, checks([lambda: time.sleep(0.05)] * 4), time.monotonic() + 60) \
+        == "past the budget"
+    assert proc.pauses[1:] == [CHECK_EVERY_S] * 3
+
+
+def test_a_costly_check_is_looked_at_less_often() -> None:
+    proc = Running()
+    watch(proc, checks([burn(0.05)] * 3), time.monotonic() + 60)
+    assert all(pause >= 0.05 / CHECK_SHARE for pause in proc.pauses[1:]), proc.pauses
