@@ -317,12 +317,18 @@ def warm_up(path: Path, dispatcher: DispatcherProcess, *, timeout: float = 60) -
         reader.close()
 
 
-def pss_kib(pid: int) -> int | None:
-    """Proportional set size of one process, from /proc/PID/smaps_rollup."""
+def rollup_kib(pid: int | str, field: str) -> int | None:
+    """One field of /proc/PID/smaps_rollup in KiB (`pid` "self": this process); None
+    when the process is gone."""
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except (OSError, ValueError):
         return None
     return None
+
+
+def pss_kib(pid: int) -> int | None:
+    """Proportional set size of one process."""
+    return rollup_kib(pid, "Pss")

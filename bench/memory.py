@@ -34,6 +34,7 @@ from bench.common import (
     median,
     new_board,
     pss_kib,
+    rollup_kib,
     slow_steps,
     wait_until,
     write_script,
@@ -109,11 +110,10 @@ def _ppid(pid: int) -> int | None:
 
 def private_dirty_kib() -> int:
     """This process's private dirty memory: pages only it maps that were written."""
-    with open("/proc/self/smaps_rollup", encoding="ascii") as rollup:
-        for line in rollup:
-            if line.startswith("Private_Dirty:"):
-                return int(line.split()[1])
-    raise RuntimeError("no Private_Dirty in /proc/self/smaps_rollup")
+    found = rollup_kib("self", "Private_Dirty")
+    if found is None:
+        raise RuntimeError("no Private_Dirty in /proc/self/smaps_rollup")
+    return found
 
 
 def _steps(db: Any, base_url: str) -> dict[str, int]:
@@ -156,8 +156,11 @@ def probe_main() -> None:
             os._exit(code)
     os.close(write)
     with os.fdopen(read, "rb") as answer:
-        forked = json.loads(answer.read() or b"null")
+        said = answer.read()
     os.waitpid(pid, 0)
+    if not said:
+        raise SystemExit("the forked child's steps failed (its traceback is above)")
+    forked = json.loads(said)
     print(json.dumps({"forked": forked, "alone": _steps(db, sys.argv[2])}), flush=True)
 
 

@@ -36,6 +36,7 @@ SHOWN_HOME = "/home/you"  # where the pages' reader lives; the temp home is show
 SHOWN_PG = "postgresql://kanban@db.internal/kanban"  # the pages' PostgreSQL database
 OLLAMA = "127.0.0.1:11434"  # a page's model server: the fake one under test
 SEPARATOR = "\x1e"
+ROOT = Path(__file__).resolve().parents[2]  # the repository: where `test: rows` files are
 
 
 @dataclass
@@ -338,9 +339,9 @@ def update_rows(path: Path, page_blocks: list[Block], root: Path) -> int:
     for block in page_blocks:
         if block.rows_of is None or not (root / block.rows_of).is_file():
             continue
-        recorded = {line.split("|")[1].strip(): line.rstrip()
+        recorded = {cells[0][0]: line.rstrip()
                     for line in (root / block.rows_of).read_text(encoding="utf-8").splitlines()
-                    if line.startswith("|") and table_rows(line)}
+                    if (cells := table_rows(line))}
         at = block.line  # the fence's 1-based line = the 0-based index of the next line
         while not lines[at].startswith("```"):
             cells = table_rows(lines[at])
@@ -349,7 +350,8 @@ def update_rows(path: Path, page_blocks: list[Block], root: Path) -> int:
                 lines[at] = now
                 changed += 1
             at += 1
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if changed:
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return changed
 
 
@@ -399,7 +401,7 @@ def main(argv: list[str]) -> None:
 
     if argv[:1] == ["--rows"]:
         for page in argv[1:]:
-            changed = update_rows(Path(page), blocks(Path(page), page), Path.cwd())
+            changed = update_rows(Path(page), blocks(Path(page), page), ROOT)
             if changed:
                 print(f"{page}: {changed} table rows rewritten from their files")
         return
@@ -409,7 +411,7 @@ def main(argv: list[str]) -> None:
         outcome = _run_standalone(page_blocks)
         if write:
             print(f"{page}: {update(Path(page), outcome, page_blocks)} outputs rewritten, "
-                  f"{update_rows(Path(page), page_blocks, Path.cwd())} table rows")
+                  f"{update_rows(Path(page), page_blocks, ROOT)} table rows")
             continue
         for block in page_blocks:
             print(f"--- {block.id}")
