@@ -17,6 +17,10 @@ FATAL_AT_START = "Fatal Python error: init_"  # init_import_site, init_sys_strea
 # Python asks the path hooks whether the script's folder is an import path entry (for
 # sys.path[0]); interrupted there, it prints this and the frames, then runs the script.
 ARGV0_CHECK = "Failed checking if argv[0] is an import path entry"
+# Python gives the script's __main__ a loader before running its first line; interrupted
+# there, it prints this and the frames, and exits 1 without running the script (seen once
+# in `make test`, 2026-11-29).
+MAIN_LOADER = "failed to set __main__.__loader__"
 # site runs each .pth file's import lines; an interrupt there that surfaces as an Exception
 # (wrapped: __set_name__ makes it a RuntimeError) is printed and the rest of the file skipped.
 SITE_PTH = ("Error processing line ", "Remainder of file ignored")
@@ -42,8 +46,9 @@ def dropped_by_python(err: str) -> bool:
 
 def in_pythons_startup(err: str) -> bool:
     """The signal came during Python's own start-up, before any module of kanban's was
-    looked for: a fatal init error, the argv[0] import-path check, whose interrupted
-    frames are all the import machinery's, or a KeyboardInterrupt with no frame at all
+    looked for: a fatal init error, the argv[0] import-path check or the setting of the
+    script's loader, whose interrupted frames are all the import machinery's, or a
+    KeyboardInterrupt with no frame at all
     (raised by Python's C code outside any Python frame, as in setting up the script's
     run: a frame of the script or of kanban's would be printed; seen once in a loaded
     CI run, exit 1)."""
@@ -51,7 +56,8 @@ def in_pythons_startup(err: str) -> bool:
         return True
     if err.startswith(SITE_PTH[0]) and SITE_PTH[1] in err and "KeyboardInterrupt" in err:
         return True  # site's .pth processing: before the script's first line
-    if not err.startswith(ARGV0_CHECK) or "KeyboardInterrupt" not in err:
+    if not err.startswith((ARGV0_CHECK, f"python: {MAIN_LOADER}")) or \
+            "KeyboardInterrupt" not in err:
         return False
     block = err.split("KeyboardInterrupt", 1)[0].splitlines()[1:]
     frames = [line.strip() for line in block if line.strip().startswith("File ")]
