@@ -97,7 +97,9 @@ class SandboxSession:
         except TimeoutError:
             hello, self.why = b"", f"its server did not answer within {START_TIMEOUT_S:.0f} s"
         except OSError as exc:
-            hello, self.why = b"", exc.strerror or str(exc)
+            hello = b""
+            if not self.dead:  # dead: _keep closed it when the server ended, said below
+                self.why = exc.strerror or str(exc)
         if hello != b"ready":
             self.close()
             self.why = self._complaint() or self.why or "its server ended before it answered"
