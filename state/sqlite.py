@@ -240,10 +240,11 @@ class SQLiteDatabase(Database):
         if begin != "BEGIN" and self.corrupt is not None:
             raise CorruptDatabaseError(self.corrupt)
         raw = None
+        began: list[RingingConnection] = []  # the connection, named before its BEGIN runs
         try:
             if not nested:
                 local.busy = True
-            raw = self._begin(begin, nested)
+            raw = self._begin(begin, nested, began)
             try:
                 yield Conn(raw, "sqlite")
             except BaseException:
@@ -259,19 +260,30 @@ class SQLiteDatabase(Database):
             if isinstance(exc, sqlite3.IntegrityError):
                 raise  # a programming error, not the database's state
             raise self._translate(exc) from exc
+        except BaseException:
+            # A Ctrl-C (or a thread's exit) that landed after BEGIN ran but before the body
+            # did: the transaction is undone here, or this thread's connection would keep
+            # the write lock, and every other writer (this process's dispatcher handing
+            # its cards back too) would wait it out and fail busy.
+            if began and _in_transaction(began[0]):
+                self._rollback(began[0], nested)
+            raise
         finally:
-            if nested and raw is not None:
-                raw.close()
+            if nested and began:
+                began[0].close()
             elif not nested:
                 local.busy = False
 
-    def _begin(self, begin: str, nested: bool) -> RingingConnection:
+    def _begin(self, begin: str, nested: bool,
+               began: list[RingingConnection]) -> RingingConnection:
         """A connection in a transaction; busy: waited out (the body has not run yet, so
-        nothing is in doubt)."""
+        nothing is in doubt). The connection is put in `began` before its BEGIN runs, so
+        the caller can undo a BEGIN that an exception interrupted on its way back."""
         def once() -> RingingConnection:
             raw = None
             try:
                 raw = self.connect() if nested else self._held()
+                began[:] = [raw]
                 if begin != "BEGIN":
                     raw.arm()  # a board migrated since this connection opened
                 raw.execute(begin)
@@ -365,3 +377,10 @@ class SQLiteDatabase(Database):
                 raw.close()
         self._local = threading.local()
 
+
+def _in_transaction(raw: sqlite3.Connection) -> bool:
+    """False for a connection already closed (a nested one whose BEGIN failed)."""
+    try:
+        return raw.in_transaction
+    except sqlite3.ProgrammingError:
+        return False

@@ -178,6 +178,58 @@ def test_write_takes_the_write_lock_at_begin_and_read_does_not(tmp_path: Path) -
         db.dispose()
 
 
+@pytest.mark.parametrize("landing", ["after BEGIN ran", "before the body ran"])
+def test_an_interrupt_between_begin_and_the_body_leaves_the_lock_free(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, landing: str) -> None:
+    """A Ctrl-C lands where Python checks for signals: right after BEGIN IMMEDIATE returns,
+    or on the way into the `with` body. The transaction is undone there, or the thread's
+    connection keeps the write lock and every other writer fails busy (`kanban run`'s own
+    dispatcher could not hand its card back once in CI)."""
+    path = tmp_path / "kanban.db"
+    db = open_sqlite(path)
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    armed = [True]
+
+    def interrupt() -> None:
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    if landing == "after BEGIN ran":
+        execute = sqlite_store.RingingConnection.execute
+
+        def interrupted(self: sqlite3.Connection, sql: str, *args: object) -> sqlite3.Cursor:
+            cursor = execute(self, sql, *args)  # type: ignore[arg-type]
+            if sql == "BEGIN IMMEDIATE":
+                interrupt()
+            return cursor
+
+        monkeypatch.setattr(sqlite_store.RingingConnection, "execute", interrupted)
+    else:
+        conn_class = sqlite_store.Conn
+
+        def interrupted_conn(*args: object) -> object:
+            interrupt()
+            return conn_class(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(sqlite_store, "Conn", interrupted_conn)
+    try:
+        with pytest.raises(KeyboardInterrupt), db.write():
+            pytest.fail("the body ran")
+        assert not armed
+        other.execute("BEGIN IMMEDIATE")  # free at once: not 'database is locked'
+        other.execute("ROLLBACK")
+        db.write_one("INSERT INTO setting (key, value) VALUES ('after', 'v')")
+        with db.write() as conn:  # the thread's own connection is usable too
+            conn.run("INSERT INTO setting (key, value) VALUES ('again', 'v')")
+        with db.read() as conn:
+            assert conn.column("SELECT key FROM setting WHERE value = 'v' ORDER BY key") == [
+                "after", "again"]
+    finally:
+        other.close()
+        db.dispose()
+
+
 def test_one_statement_writes_in_autocommit_and_waits_out_a_busy_lock(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "kanban.db"
