@@ -175,8 +175,10 @@ class PostgresDatabase(Database):
             return TransientDatabaseError(message, in_doubt=in_doubt, kind=kind)
         return DatabaseError(message)
 
-    def _checkout(self, begin: bool) -> tuple[Any, Any]:
-        """(pool, live connection), in a transaction if `begin`, waiting out an outage."""
+    def _checkout(self, begin: bool, taken: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+        """(pool, live connection), in a transaction if `begin`, waiting out an outage. The
+        pair is put in `taken` as soon as the pool hands it over, so that a caller
+        interrupted before this returns can give it back."""
         psycopg = self._psycopg
         deadline = time.monotonic() + self.patience_s
         attempt = 0
@@ -206,6 +208,7 @@ class PostgresDatabase(Database):
                 time.sleep(min(_BACKOFF.delay(attempt), max(0.0, deadline - time.monotonic())))
                 attempt += 1
                 continue
+            taken[:] = [(pool, raw)]
             try:
                 if self.server_clock.stale:
                     self.server_clock.sample(raw)
@@ -217,6 +220,7 @@ class PostgresDatabase(Database):
                 return pool, raw
             except psycopg.Error as exc:
                 self._discard(pool, raw)
+                taken.clear()
                 if not is_transient(exc) or time.monotonic() >= deadline:
                     raise self._translate(exc, f"database error ({self.display})") from None
             time.sleep(min(_BACKOFF.delay(attempt), max(0.0, deadline - time.monotonic())))
@@ -281,7 +285,16 @@ class PostgresDatabase(Database):
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Conn]:
         psycopg = self._psycopg
-        pool, raw = self._checkout(begin=write)
+        taken: list[tuple[Any, Any]] = []
+        try:
+            pool, raw = self._checkout(begin=write, taken=taken)
+        except BaseException:
+            # A Ctrl-C during the checkout's round trips (the clock, the timeouts, BEGIN):
+            # the connection goes back closed, not lost to a pool of a few connections
+            # that the dispatcher handing its cards back still needs.
+            if taken:
+                self._discard(*taken[0])
+            raise
         committing = False
         try:
             yield Conn(raw, "postgresql")

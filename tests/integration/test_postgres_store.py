@@ -90,6 +90,42 @@ def test_no_patience_left_is_a_clear_transient_error(pg_url: str) -> None:
         db.dispose()
 
 
+def test_an_interrupt_during_begin_gives_the_connection_back(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C lands while the checkout's BEGIN is on the wire: the connection goes back to
+    the pool (closed, to be replaced), not lost to it; `kanban run`'s own dispatcher needs
+    the pool's few connections to hand its cards back."""
+    import psycopg
+
+    open_postgres(pg_url).dispose()
+    db = PostgresDatabase(pg_url, patience_s=10, pool_max=1)
+    execute = psycopg.Connection.execute
+    armed = [True]
+
+    def interrupted(self: psycopg.Connection[Any], query: Any, *args: Any,
+                    **kwargs: Any) -> Any:
+        cursor = execute(self, query, *args, **kwargs)
+        if query == "BEGIN" and armed:
+            armed.clear()
+            raise KeyboardInterrupt
+        return cursor
+
+    try:
+        with db.read() as conn:  # the pool's one connection, made and checked in
+            conn.scalar("SELECT 1")
+        monkeypatch.setattr(psycopg.Connection, "execute", interrupted)
+        with pytest.raises(KeyboardInterrupt), db.write():
+            pytest.fail("the body ran")
+        assert not armed
+        stats = db._pool_().get_stats
+        wait_until(lambda: stats()["pool_size"] == stats()["pool_available"], timeout=10,
+                   what="no connection still out of the pool")
+        with db.write() as conn:
+            assert conn.scalar("SELECT 1") == 1
+    finally:
+        db.dispose()
+
+
 def test_bad_credentials_or_database_are_not_transient(pg_url: str) -> None:
     missing = PostgresDatabase(pg_url.rsplit("/", 1)[0] + "/no_such_kanban_db", patience_s=5)
     try:
