@@ -1,7 +1,8 @@
 """Full-text search over cards: titles, goals, context, results, comments and transcripts.
 
 SQLite answers from FTS5 tables that triggers keep current in the writing transaction;
-PostgreSQL from GIN indexes over `to_tsvector('simple', ...)` (migration 5). Both take the
+PostgreSQL from GIN indexes over `to_tsvector('simple', ...)` (migration 5; a card's own in
+card_search since migration 23, written only when its text changes). Both take the
 same query language: words (all must match; a card's own fields, one comment or one
 message must hold them all), `"a phrase"`, and `prefix*`. One hit per card, best first,
 with a snippet of where it matched.
@@ -27,12 +28,9 @@ CARD_FIELDS = ("title", "goal", "context", "result")
 _TOKEN = re.compile(r'"([^"]*)"|([^\s"]+)')
 _WORD = re.compile(r"\w+")
 
-# The same expressions as migration 5's GIN indexes (the planner matches them).
-# A card's fields weigh A (title) > B (goal) > C (result) > D (context) in ts_rank.
-_CARD_TSV = ("(setweight(to_tsvector('simple'::regconfig, c.title), 'A') || "
-             "setweight(to_tsvector('simple'::regconfig, c.goal), 'B') || "
-             "setweight(to_tsvector('simple'::regconfig, coalesce(c.result, '')), 'C') || "
-             "setweight(to_tsvector('simple'::regconfig, c.context), 'D'))")
+# The same expressions as the GIN indexes (the planner matches them): migration 5's, and a
+# card's document in card_search (migration 23), its fields weighing A (title) > B (goal) >
+# C (result) > D (context) in ts_rank.
 _COMMENT_TSV = "to_tsvector('simple'::regconfig, cm.body)"
 _MESSAGE_TSV = ("to_tsvector('simple'::regconfig, coalesce(m.content, '') || ' ' || "
                 "coalesce(m.tool_calls, ''))")
@@ -173,9 +171,10 @@ _PG_SEARCH = f"""
 WITH q AS (SELECT to_tsquery('simple'::regconfig, :q) AS query),
 hits AS (
     (SELECT c.id AS card_id, 'card' AS source, c.id AS ref_id,
-            ts_rank({_CARD_TSV}, q.query) AS score
-     FROM card c, q WHERE {_CARD_TSV} @@ q.query AND {{where}}
-     ORDER BY c.id DESC LIMIT :window)
+            ts_rank(s.fields || s.result, q.query) AS score
+     FROM card_search s JOIN card c ON c.id = s.card_id, q
+     WHERE (s.fields || s.result) @@ q.query AND {{where}}
+     ORDER BY s.card_id DESC LIMIT :window)
     UNION ALL
     (SELECT cm.card_id, 'comment', cm.id, ts_rank({_COMMENT_TSV}, q.query)
      FROM comment cm JOIN card c ON c.id = cm.card_id, q

@@ -2,7 +2,8 @@
 current (migration 5), PostgreSQL's wake-up notifications (migration 7), the column-count
 triggers (migration 14; 9 had the first ones), SQLite's wake-up triggers (migration 15,
 scheduled cards in 21), the usage totals' trigger (migration 18), the counters over shards
-(migration 20) and PostgreSQL's per-statement counters (migration 22). Read from those
+(migration 20), PostgreSQL's per-statement counters (migration 22) and its card documents
+(migration 23: a table of PostgreSQL's only, with its index and triggers). Read from those
 frozen migrations, so each statement is written once."""
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from kanban.state.migrations import statements
 
 _SOURCES = ("0005_daily", "0007_instances_and_wakeups", "0014_quiet_tick", "0015_wakeups",
             "0018_metrics", "0020_sharded_counts", "0021_scheduled_wakeups",
-            "0022_ordered_counts")
-# Tables and indexes come from the models, backfills only from the migrations.
+            "0022_ordered_counts", "0023_card_search")
+# Tables and indexes come from the models (but for the one table a single dialect has),
+# backfills only from the migrations.
 _KINDS = ("CREATE VIRTUAL TABLE ", "CREATE TRIGGER ", "CREATE FUNCTION ",
-          "CREATE OR REPLACE FUNCTION ")
-_NAME = re.compile(r"CREATE (?:OR REPLACE )?(?:VIRTUAL TABLE|TRIGGER|FUNCTION) (\w+)")
+          "CREATE OR REPLACE FUNCTION ", "CREATE TABLE card_search ",
+          "CREATE INDEX ix_card_search_document ")
+_NAME = re.compile(r"CREATE (?:OR REPLACE )?(?:VIRTUAL TABLE|TRIGGER|FUNCTION|TABLE|INDEX) "
+                   r"(\w+)")
 _DROPPED = re.compile(r"DROP (?:TRIGGER|FUNCTION) (\w+)")
 
 

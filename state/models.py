@@ -16,11 +16,7 @@ _where = partial_where
 
 
 # PostgreSQL full-text search: GIN indexes over these expressions (kanban/search.py queries
-# the same text).
-_CARD_TSVECTOR = ("setweight(to_tsvector('simple'::regconfig, title), 'A') || "
-                  "setweight(to_tsvector('simple'::regconfig, goal), 'B') || "
-                  "setweight(to_tsvector('simple'::regconfig, coalesce(result, '')), 'C') || "
-                  "setweight(to_tsvector('simple'::regconfig, context), 'D')")
+# the same text); a card's document is a table of its own (card_search, migration 23).
 _MESSAGE_TSVECTOR = ("to_tsvector('simple'::regconfig, coalesce(content, '') || ' ' || "
                      "coalesce(tool_calls, ''))")
 
@@ -65,8 +61,6 @@ class Card(SQLModel, table=True):
         Index("ix_card_ready_due", "run_after", **_where("status = 'ready'")),
         Index("ix_card_waiting", "id", **_where("status = 'waiting'")),
         Index("ix_card_finished", "finished_at", **_where("finished_at IS NOT NULL")),
-        Index("ix_card_search", text(f"({_CARD_TSVECTOR})"), postgresql_using="gin"
-              ).ddl_if(dialect="postgresql"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

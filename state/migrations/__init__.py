@@ -80,6 +80,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(20, "sharded_counts", sql_file("0020_sharded_counts")),
     Migration(21, "scheduled_wakeups", sql_file("0021_scheduled_wakeups")),
     Migration(22, "ordered_counts", sql_file("0022_ordered_counts")),
+    Migration(23, "card_search", sql_file("0023_card_search")),
 )
 LATEST = MIGRATIONS[-1].id
 

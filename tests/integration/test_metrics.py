@@ -21,6 +21,7 @@ from kanban.state.migrations import migrate, statements
 from kanban.state.plans import Rows
 from kanban.state.store import Database
 from tests.support.db import STORES, claim_one, put_card_in
+from tests.support.pg import UNDO_CARD_SEARCH
 
 stores = pytest.mark.parametrize("store", STORES, indirect=True)
 
@@ -90,6 +91,8 @@ def test_migration_18_counts_the_calls_recorded_before_it(kb: Kanban) -> None:
         if conn.dialect == "postgresql":  # and 22's per-statement counters
             for trigger in ("card_count_insert", "card_count_delete"):
                 conn.execute(f"DROP TRIGGER {trigger} ON card")
+            for statement in UNDO_CARD_SEARCH:  # and 23's card documents
+                conn.execute(statement)
         # and 20: card_count as migration 14 made it, by 14's own statements (what it drops
         # is gone already where 22 replaced it)
         sql = resources.files("kanban.state.migrations").joinpath(
@@ -98,8 +101,8 @@ def test_migration_18_counts_the_calls_recorded_before_it(kb: Kanban) -> None:
             if "card_count" in statement:
                 conn.execute(re.sub(r"^DROP (TRIGGER|FUNCTION) ", r"DROP \1 IF EXISTS ",
                                     statement))
-        conn.execute("DELETE FROM schema_migration WHERE id IN (18, 19, 20, 21, 22)")
-    assert migrate(kb.db) == 5
+        conn.execute("DELETE FROM schema_migration WHERE id IN (18, 19, 20, 21, 22, 23)")
+    assert migrate(kb.db) == 6
     assert read_aggregates(kb.db).usage == before
     assert [c for c in read_aggregates(kb.db).cards if c[3]] == cards == [
         ("default", "coder", "running", 1)]

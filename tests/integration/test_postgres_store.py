@@ -19,7 +19,12 @@ from kanban.state.errors import DatabaseError, TransientDatabaseError
 from kanban.state.postgres import POOL_MAX, PostgresDatabase, is_transient
 from kanban.state.store import Conn, Database
 from tests.support.db import claim_one, open_postgres, worker
-from tests.support.pg import database_outage, pg_query, terminate_backends
+from tests.support.pg import (
+    UNDO_CARD_SEARCH,
+    database_outage,
+    pg_query,
+    terminate_backends,
+)
 from tests.support.procs import wait_until
 
 pytestmark = pytest.mark.postgres
@@ -387,3 +392,69 @@ def test_a_statement_locks_its_card_counters_in_one_order(pg: Database) -> None:
     with pg.read() as conn:
         assert dict(conn.all("SELECT profile, sum(n) FROM card_count WHERE status = 'blocked' "
                              "GROUP BY profile")) == {"coder": 1, "writer": 1}
+
+
+def test_a_cards_document_is_written_when_its_text_changes_only(pg: Database) -> None:
+    """The full-text document (card_search, migration 23) is a new row version when the
+    card is added, edited or completed with a result; claims and heartbeats, which move
+    status and lease only, leave it alone (as an index expression on `card` it was
+    computed again for each of them)."""
+    from kanban.edits import CardEdit
+
+    kb = Kanban(pg)
+    card = kb.add_card(NewCard("heron title", goal="egret goal", context="plover context"))
+
+    def version() -> str:
+        ((xmin,),) = pg_query(pg.target, "SELECT xmin::text FROM card_search "
+                                         "WHERE card_id = %s", (card.id,))
+        return str(xmin)
+
+    added = version()
+    kb.edit(card.id, CardEdit(title="curlew title"))
+    edited = version()
+    assert edited != added
+    assert [h.card_id for h in kb.search("curlew")] == [card.id]
+    assert kb.search("heron") == []
+    claim = claim_one(kb, card.id)
+    kb.heartbeat(card.id, claim.claim_token, run_id=claim.run_id, lease_s=60)
+    assert version() == edited
+    kb.complete(card.id, "found a sandpiper", actor=worker(claim))
+    assert version() != edited
+    assert [h.card_id for h in kb.search("sandpiper")] == [card.id]
+    assert [h.card_id for h in kb.search("plover")] == [card.id]
+
+
+def test_a_card_without_its_document_gets_it_whole_at_its_next_text_change(
+        pg: Database) -> None:
+    """A card written with triggers off (a bulk load under session_replication_role =
+    replica) has no document; the completion, which would parse its result only, writes
+    the whole document instead of updating nothing."""
+    kb = Kanban(pg)
+    card = kb.add_card(NewCard("ibis title", goal="spoonbill goal"))
+    pg_query(pg.target, "DELETE FROM card_search WHERE card_id = %s", (card.id,))
+    assert kb.search("spoonbill") == []
+    claim = claim_one(kb, card.id)
+    kb.complete(card.id, "saw a stork", actor=worker(claim))
+    assert [h.card_id for h in kb.search("spoonbill")] == [card.id]
+    assert [h.card_id for h in kb.search("stork")] == [card.id]
+
+
+def test_migration_23_gives_existing_cards_their_documents(pg_url: str) -> None:
+    """A board migrated before 23: its cards are found by their text after the upgrade."""
+    from kanban.state.db import open_database
+    from kanban.state.paths import DbLocation
+
+    db = open_postgres(pg_url)
+    kb = Kanban(db)
+    ids = [kb.add_card(NewCard(f"kestrel {i}", goal=f"osprey goal {i}")).id for i in range(3)]
+    db.dispose()
+    for statement in (*UNDO_CARD_SEARCH, "DELETE FROM schema_migration WHERE id = 23"):
+        pg_query(pg_url, statement)
+    upgraded = open_database(DbLocation(pg_url, "flag"))
+    try:
+        assert sorted(h.card_id for h in Kanban(upgraded).search("osprey")) == ids
+        assert pg_query(pg_url, "SELECT count(*) FROM pg_indexes "
+                                "WHERE indexname = 'ix_card_search'") == [(0,)]
+    finally:
+        upgraded.dispose()
+

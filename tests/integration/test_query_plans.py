@@ -46,7 +46,7 @@ from tests.support.seed import seed_finished
 from tests.support.statements import Statements, tracing_postgres, tracing_sqlite
 
 BOARD_SIZE = 100_000
-WATCHED = ("card", "run", "event", "message")
+WATCHED = ("card", "run", "event", "message", "card_search")
 # Partial indexes over a queue (ready, running, scheduled cards, and todo ones waiting on
 # dependencies): walking one is bounded by the work in flight, not by the board's size.
 QUEUE_INDEXES = ("ix_card_ready_queue", "ix_card_running_lease", "ix_card_scheduled",

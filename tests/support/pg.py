@@ -12,6 +12,21 @@ from typing import Any
 
 import pytest
 
+# Migration 23 undone (PostgreSQL): the card documents back in migration 5's GIN index on
+# `card`, the cards kept, so that tests can run 23 again on a board that has some.
+UNDO_CARD_SEARCH = (
+    "DROP TRIGGER card_search_insert ON card",
+    "DROP TRIGGER card_search_update ON card",
+    "DROP FUNCTION card_search_write()",
+    "DROP TABLE card_search",
+    "DROP FUNCTION card_search_fields(TEXT, TEXT, TEXT)",
+    "DROP FUNCTION card_search_result(TEXT)",
+    "CREATE INDEX ix_card_search ON card USING gin ((setweight(to_tsvector('simple'::regconfig, "
+    "title), 'A') || setweight(to_tsvector('simple'::regconfig, goal), 'B') || "
+    "setweight(to_tsvector('simple'::regconfig, coalesce(result, '')), 'C') || "
+    "setweight(to_tsvector('simple'::regconfig, context), 'D')))",
+)
+
 
 def skip_or_fail(reason: str) -> None:
     """Skip where a real part is missing; under CI=true that is a failure, not a skip."""

@@ -22,7 +22,8 @@ def seed_finished(db: Database, count: int, *, board: str, at: datetime) -> None
     with db.write() as conn:
         if db.dialect == "postgresql":
             # A row trigger keeps card_count; 100k updates of one counter row in one
-            # transaction is slow there, so the counts are set once at the end instead.
+            # transaction is slow there, so the counts (and the cards' documents) are set
+            # once at the end instead.
             conn.execute("SET LOCAL session_replication_role = replica")
         first = int(conn.scalar("SELECT coalesce(max(id), 0) FROM card")) + 1
         params = {"count": count, "board": board, "at": at, "first": first}
@@ -46,7 +47,10 @@ def seed_finished(db: Database, count: int, *, board: str, at: datetime) -> None
         conn.execute(
             "INSERT INTO message (run_id, seq, role, content, at) "
             "SELECT id, 1, 'assistant', 'done', :at FROM run WHERE card_id >= :first", params)
-        if db.dialect == "postgresql":
+        if db.dialect == "postgresql":  # what the triggers would have written
+            conn.execute("INSERT INTO card_search (card_id, fields, result) SELECT id, "
+                         "card_search_fields(title, goal, context), card_search_result(result) "
+                         "FROM card WHERE id >= :first", params)
             conn.execute("DELETE FROM card_count WHERE board = :board", params)
             conn.execute("INSERT INTO card_count (board, profile, status, n) SELECT board, "
                          "profile, status, count(*) FROM card WHERE board = :board AND "
