@@ -11,6 +11,8 @@ procrastinate and pgqueuer on the same server, each in a database of its own.
   for 8 cards, their completions group-committed by the same process (a fleet's workers
   commit one each); beside pgqueuer taking one job at a time (the rows above) and 8 at a
   time (dequeue 8, log the 8 in one call).
+- cycles/s of cards with text (a goal of 60 words, a context of 300) beside one-word cards,
+  1 process: what a card's search document costs the hot path.
 
 Each database is analyzed after its fill (bench.postgres.analyze), the same for all.
 Rows are left out where no server answers on 127.0.0.1:5432 or a package is missing.
@@ -73,11 +75,16 @@ def scratch_database(prefix: str) -> Iterator[str]:
 
 # --- kanban -------------------------------------------------------------------------------
 
-def _kanban_fill(url: str, cards: int) -> None:
+def _kanban_fill(url: str, cards: int, *, words: tuple[int, int] = (0, 0)) -> None:
+    """`cards` ready cards; `words`: how many words each card's goal and context hold."""
+    import random
+
     from kanban.cards import NewCard
     from kanban.service import Kanban
     from kanban.state import DbLocation, open_database
 
+    vocabulary = [f"word{i}" for i in range(5000)]
+    pick = random.Random(0).choices
     db = open_database(DbLocation(url, "flag"))
     try:
         kb = Kanban(db)
@@ -87,9 +94,14 @@ def _kanban_fill(url: str, cards: int) -> None:
 
             now = kb.clock()
             for i in range(cards):
-                add_card(conn, NewCard(title=f"bench {i}"), now)
+                goal, context = (" ".join(pick(vocabulary, k=n)) for n in words)
+                add_card(conn, NewCard(title=f"bench {i}", goal=goal, context=context), now)
     finally:
         db.dispose()
+
+
+# A card as people write them: a goal of a paragraph, a page of context.
+TEXT_WORDS = (60, 300)
 
 
 def _kanban_cycles(url: str, seconds: float, start_at: float) -> tuple[int, float, float]:
@@ -171,6 +183,8 @@ SYSTEMS: dict[str, tuple[str, Callable[[str, int], None],
                       procrastinate_latency),
     "pgqueuer": ("pgqueuer", pgqueuer_fill, pgqueuer_cycles, pgqueuer_latency),
     "kanban_slots": ("kanban", _kanban_fill, _kanban_dispatcher_cycles, _kanban_latency),
+    "kanban_text": ("kanban", partial(_kanban_fill, words=TEXT_WORDS), _kanban_cycles,
+                    _kanban_latency),
     "pgqueuer_slots": ("pgqueuer", pgqueuer_fill, partial(pgqueuer_cycles, batch=SLOTS),
                        pgqueuer_latency),
 }
@@ -259,6 +273,14 @@ def run(sizes: Sizes, work: Path) -> list[Row]:
                             note=f"{sizes.claim_seconds:g} s over {sizes.claim_cards} ready "
                                  "items" if other == others[0] else ""))
         rows += _slot_rows(procs, sizes, ours_cps, theirs_cps.get("pgqueuer"))
+        if procs == 1:
+            rows.append(Row(
+                "pg.cps.1.text", "PostgreSQL claim+complete, 1 process, cards with text",
+                "cycles/s", throughput("kanban_text", 1, sizes), ours_cps,
+                "kanban, the same with one-word cards", None,
+                f"goal of {TEXT_WORDS[0]} words, context of {TEXT_WORDS[1]}: a claim and a "
+                "heartbeat leave the card's search document alone, a completion parses its "
+                "result only (migration 23)"))
     return rows
 
 
