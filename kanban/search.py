@@ -28,9 +28,9 @@ CARD_FIELDS = ("title", "goal", "context", "result")
 _TOKEN = re.compile(r'"([^"]*)"|([^\s"]+)')
 _WORD = re.compile(r"\w+")
 
-# The same expressions as the GIN indexes (the planner matches them): migration 5's, and a
-# card's document in card_search (migration 23), its fields weighing A (title) > B (goal) >
-# C (result) > D (context) in ts_rank.
+# The same expressions as the GIN indexes (the planner matches them). A card's document
+# is card_search's `fields || result` (migration 23): A (title) > B (goal) > C (result) >
+# D (context) in ts_rank.
 _COMMENT_TSV = "to_tsvector('simple'::regconfig, cm.body)"
 _MESSAGE_TSV = ("to_tsvector('simple'::regconfig, coalesce(m.content, '') || ' ' || "
                 "coalesce(m.tool_calls, ''))")

@@ -12,6 +12,19 @@ from typing import Any
 
 import pytest
 
+
+def _migration_5_card_index() -> str:
+    """Migration 5's GIN index over a card's text, as that frozen migration writes it."""
+    from importlib import resources
+
+    from kanban.state.migrations import statements
+
+    text = resources.files("kanban.state.migrations").joinpath(
+        "0005_daily.postgresql.sql").read_text()
+    (found,) = [s for s in statements(text) if s.startswith("CREATE INDEX ix_card_search ")]
+    return found
+
+
 # Migration 23 undone (PostgreSQL): the card documents back in migration 5's GIN index on
 # `card`, the cards kept, so that tests can run 23 again on a board that has some.
 UNDO_CARD_SEARCH = (
@@ -21,10 +34,7 @@ UNDO_CARD_SEARCH = (
     "DROP TABLE card_search",
     "DROP FUNCTION card_search_fields(TEXT, TEXT, TEXT)",
     "DROP FUNCTION card_search_result(TEXT)",
-    "CREATE INDEX ix_card_search ON card USING gin ((setweight(to_tsvector('simple'::regconfig, "
-    "title), 'A') || setweight(to_tsvector('simple'::regconfig, goal), 'B') || "
-    "setweight(to_tsvector('simple'::regconfig, coalesce(result, '')), 'C') || "
-    "setweight(to_tsvector('simple'::regconfig, context), 'D')))",
+    _migration_5_card_index(),
 )
 
 
