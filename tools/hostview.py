@@ -2,8 +2,8 @@
 and the places a program needs to start when it lives outside the system (a venv under
 /tmp, a Python in a home folder).
 
-Pure reads of the host (stat, readlink, a walk of /etc once per process); the bubblewrap
-arguments are assembled by `kanban.tools.sandbox`.
+Pure reads of the host (stat, readlink, walks of /etc); the bubblewrap arguments are
+assembled by `kanban.tools.sandbox`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import re
 import shutil
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +26,14 @@ from kanban.state.sandbox_paths import SYSTEM_READ
 # Secrets in /etc hidden whatever their mode; beside them, anything others cannot read.
 ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d",
                "ssh/ssh_host_*key", "ssl/private", "security/opasswd", "krb5.keytab")
+_NAMED = re.compile("|".join(fnmatch.translate(p) for p in ETC_SECRETS))
 MAX_ETC_ENTRIES = 20_000  # a walk this long is not a normal /etc: stop looking
+# /etc is walked again when a folder in it changed (an entry added, removed or renamed moves
+# its folder's mtime) and at least this often: a mode changed in place moves no folder's.
+ETC_RECHECK_S = 10.0
+# A folder changed this recently may change again within the same tick of the filesystem's
+# clock without its mtime moving: /etc is walked again until it has been still this long.
+RACY_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -36,10 +46,18 @@ class SystemView:
     hidden_dirs: tuple[Path, ...]  # an empty read-only tmpfs over them
 
 
-@functools.cache
 def system_view() -> SystemView:
-    """This host's system view (computed once per process; a forkserver computes it for
-    the workers it forks)."""
+    """This host's system view as it is now: the system folders are looked at once per
+    process (a forkserver does it for the workers it forks), /etc's secrets whenever /etc
+    changed (`EtcSecrets`): a key written there after kanban started is hidden too, and one
+    removed no longer fails every sandbox on its missing mount point."""
+    binds, links = _system_folders()
+    files, dirs = ETC.current()
+    return SystemView((*binds, *resolver_targets()), links, files, dirs)
+
+
+@functools.cache
+def _system_folders() -> tuple[tuple[Path, ...], tuple[tuple[str, Path], ...]]:
     binds: list[Path] = []
     links: list[tuple[str, Path]] = []
     for name in SYSTEM_READ:
@@ -52,9 +70,7 @@ def system_view() -> SystemView:
                     binds.append(resolved)
         elif path.is_dir():
             binds.append(path)
-    binds += resolver_targets()
-    files, dirs = etc_secrets(Path("/etc"))
-    return SystemView(tuple(binds), tuple(links), files, dirs)
+    return tuple(binds), tuple(links)
 
 
 def resolver_targets(link: Path = Path("/etc/resolv.conf")) -> list[Path]:
@@ -67,27 +83,72 @@ def resolver_targets(link: Path = Path("/etc/resolv.conf")) -> list[Path]:
     return [] if visible or not target.is_file() else [target]
 
 
+@dataclass(frozen=True)
+class _Walked:
+    files: tuple[Path, ...]
+    dirs: tuple[Path, ...]
+    folders: tuple[tuple[str, int], ...]  # (folder entered, its mtime before it was read)
+    at: float
+    racy: bool  # a folder's mtime was too recent to tell a later change by
+
+
+class EtcSecrets:
+    """The entries of an /etc to hide, kept between calls and walked again when a folder
+    entered changed or the last walk is older than `recheck_s` (checking the folders costs a
+    stat each: a few hundred microseconds, against ten milliseconds for a walk)."""
+
+    def __init__(self, etc: Path, recheck_s: float = ETC_RECHECK_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.etc = etc
+        self.recheck_s = recheck_s
+        self.clock = clock
+        self._walked: _Walked | None = None
+        self._lock = threading.Lock()
+
+    def current(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """(files, folders) to hide, as /etc is now."""
+        walked = self._walked
+        if walked is None or walked.racy or self.clock() - walked.at >= self.recheck_s \
+                or any(_mtime(folder) != seen for folder, seen in walked.folders):
+            with self._lock:  # one walk at a time; a thread that waited takes its result
+                if walked is self._walked:
+                    self._walked = _walk_etc(self.etc, self.clock())
+                walked = self._walked
+        assert walked is not None
+        return walked.files, walked.dirs
+
+
 def etc_secrets(etc: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """(files, folders) of `etc` to hide: the named secrets, and whatever others cannot read
     (shadow is 0640 root:shadow; a key readable by its owner alone)."""
+    walked = _walk_etc(etc, 0.0)
+    return walked.files, walked.dirs
+
+
+def _walk_etc(etc: Path, at: float) -> _Walked:
     files: list[Path] = []
     dirs: list[Path] = []
-    for path, mode in _walk(etc):
-        relative = str(path.relative_to(etc))
-        named = any(fnmatch.fnmatchcase(relative, pattern) for pattern in ETC_SECRETS)
-        if not named and mode & stat.S_IROTH:
+    folders: list[tuple[str, int]] = []
+    started = time.time_ns()
+    for path, mode in _walk(str(etc), folders):
+        relative = os.path.relpath(path, etc)
+        if not _NAMED.match(relative) and mode & stat.S_IROTH:
             continue
-        (dirs if stat.S_ISDIR(mode) else files).append(path)
-    return tuple(files), tuple(dirs)
+        (dirs if stat.S_ISDIR(mode) else files).append(Path(path))
+    racy = any(mtime >= started - RACY_NS for _, mtime in folders)
+    return _Walked(tuple(files), tuple(dirs), tuple(folders), at, racy)
 
 
-def _walk(top: Path) -> Iterator[tuple[Path, int]]:
+def _walk(top: str, folders: list[tuple[str, int]]) -> Iterator[tuple[str, int]]:
     """Every entry under `top` (not through links) with its mode; hidden folders are not
-    entered (their content goes with them)."""
+    entered (their content goes with them). Each folder entered goes in `folders` with its
+    mtime taken before it is read: a change made while it is read moves it again."""
     stack, seen = [top], 0
     while stack and seen < MAX_ETC_ENTRIES:
+        folder = stack.pop()
+        folders.append((folder, _mtime(folder)))
         try:
-            entries = list(os.scandir(stack.pop()))
+            entries = list(os.scandir(folder))
         except OSError:
             continue
         for entry in entries:
@@ -98,17 +159,26 @@ def _walk(top: Path) -> Iterator[tuple[Path, int]]:
                 continue
             if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 continue
-            yield Path(entry.path), mode
-            relative = str(Path(entry.path).relative_to(top))
-            secret = any(fnmatch.fnmatchcase(relative, p) for p in ETC_SECRETS)
-            if stat.S_ISDIR(mode) and mode & stat.S_IROTH and not secret:
-                stack.append(Path(entry.path))
+            yield entry.path, mode
+            if stat.S_ISDIR(mode) and mode & stat.S_IROTH \
+                    and not _NAMED.match(os.path.relpath(entry.path, top)):
+                stack.append(entry.path)
+
+
+def _mtime(folder: str) -> int:
+    try:
+        return os.stat(folder).st_mtime_ns
+    except OSError:
+        return -1
+
+
+ETC = EtcSecrets(Path("/etc"))
 
 
 def in_system(path: Path) -> bool:
     """Is `path` already visible in every sandbox (under /usr, /etc, /opt...)?"""
-    view = system_view()
-    shown = (*view.binds, *(link for _, link in view.links))
+    binds, links = _system_folders()
+    shown = (*binds, *resolver_targets(), *(link for _, link in links))
     return any(path == p or p in path.parents for p in shown)
 
 

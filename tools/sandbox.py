@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,7 +65,8 @@ class SandboxPolicy:
     system view), `readonly` ones (bound read-only over parts of writable folders: a
     repository's hooks and config; at the same path read-only wins), `hidden` ones (an
     empty read-only tmpfs over them), its own `home` (bound writable, HOME points there),
-    whether it has a network (or only a proxy's socket), and the host's `system` view."""
+    whether it has a network (or only a proxy's socket), and the host's `system` view (by
+    default the host's as it is when each sandbox starts: `hostview.system_view`)."""
 
     writable: tuple[Path, ...]
     hidden: tuple[Path, ...] = ()
@@ -97,7 +99,11 @@ class SandboxPolicy:
     # card's sandbox ends (it copies the card's ref to the repository).
     moved: tuple[tuple[Path, Path], ...] = ()
     after: Callable[[], None] | None = field(default=None, compare=False, repr=False)
-    system: SystemView = field(default_factory=system_view, repr=False)
+    system: SystemView | None = field(default=None, repr=False)
+
+    def view(self) -> SystemView:
+        """The system view a sandbox starting now gets."""
+        return self.system if self.system is not None else system_view()
 
     @property
     def filter_file(self) -> Path | None:
@@ -106,16 +112,19 @@ class SandboxPolicy:
         through a Unix socket (kanban.tools.netbridge)."""
         return program_file() if self.proxy_socket is None else None
 
-    def wrap(self, argv: Sequence[str], cwd: Path, bwrap: str = "bwrap") -> list[str]:
-        """`argv` as run inside the sandbox, starting in `cwd`."""
+    def wrap(self, argv: Sequence[str], cwd: Path, bwrap: str = "bwrap",
+             view: SystemView | None = None) -> list[str]:
+        """`argv` as run inside the sandbox, starting in `cwd` (with `view` of the host, or
+        the policy's)."""
+        view = view or self.view()
         args = [trusted_program(bwrap), "--die-with-parent", "--new-session", "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network or self.proxy_socket is not None:
             args.append("--unshare-net")
         if os.geteuid() == 0:  # root in the sandbox must not remount its way out
             args += ["--cap-drop", "ALL"]
-        args += _system_args(self.system)
-        for path, kind in self._mounts():
+        args += _system_args(view)
+        for path, kind in self._mounts(view):
             if kind == "--tmpfs" and path == TMP and self.tmp_bytes and sizes_tmpfs(bwrap):
                 args += ["--size", str(self.tmp_bytes), kind, str(path)]
             elif kind == "--tmpfs":
@@ -137,7 +146,7 @@ class SandboxPolicy:
         # /dev is a tmpfs too (half the RAM): read-only, but for a small /dev/shm of its own
         args += [*(["--size", str(min(self.tmp_bytes or SHM_BYTES, SHM_BYTES))]
                    if sizes_tmpfs(bwrap) else []), "--tmpfs", "/dev/shm"]
-        for path in (*self.system.hidden_dirs, *self.hidden, Path("/dev")):  # read-only
+        for path in (*view.hidden_dirs, *self.hidden, Path("/dev")):  # read-only
             args += ["--remount-ro", str(path)]
         if self.home is not None:
             args += ["--setenv", "HOME", str(self.home)]
@@ -151,9 +160,8 @@ class SandboxPolicy:
                 *launcher(own.programs, [*args, "--chdir", str(cwd), "--", *gated(argv)],
                           private=self.private_networks)]
 
-    def _mounts(self) -> list[tuple[Path, str]]:
+    def _mounts(self, view: SystemView) -> list[tuple[Path, str]]:
         """Every mount over the system view, parents before children."""
-        view = self.system
         writable = (*self.writable, *((self.home,) if self.home is not None else ()))
         mounts = [*((p, "--hide") for p in view.hidden_files),
                   *((p, "--tmpfs") for p in view.hidden_dirs),
@@ -188,7 +196,7 @@ def sizes_tmpfs(bwrap: str) -> bool:
     return "--size" in proc.stdout + proc.stderr
 
 
-@functools.cache
+@functools.lru_cache(maxsize=8)
 def _system_args(view: SystemView) -> tuple[str, ...]:
     """The system read-only, merged-/usr links, a fresh /proc and /dev."""
     args: list[str] = []
@@ -214,13 +222,14 @@ class BwrapRunner:
         self.bwrap = bwrap
         self._lock = threading.Lock()
         self._session: SandboxSession | None = None
+        self._session_view: SystemView | None = None  # what the session was started with
         # The session's server is this Python: only where the policy shows it.
         self._use_session = session and interpreter_visible(policy)
         self._said = False
         self.inner.on_cancel(self._cancel_session)
 
-    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
-        return self.policy.wrap(argv, cwd, self.bwrap)
+    def wrap(self, argv: Sequence[str], cwd: Path, view: SystemView | None = None) -> list[str]:
+        return self.policy.wrap(argv, cwd, self.bwrap, view)
 
     def run(self, spec: CommandSpec) -> CommandResult:
         try:
@@ -246,7 +255,14 @@ class BwrapRunner:
                 self._fall_back("the card's sandbox ended")
             if result is not None:
                 return result
-        own = replace(spec, argv=tuple(self.wrap(spec.argv, spec.cwd)))
+        view = self.policy.view()
+        result = self._run_once(spec, view)
+        if _mount_point_gone(result, view):  # /etc changed under it: again, as it is now
+            result = self._run_once(spec, self.policy.view())
+        return result
+
+    def _run_once(self, spec: CommandSpec, view: SystemView) -> CommandResult:
+        own = replace(spec, argv=tuple(self.wrap(spec.argv, spec.cwd, view)))
         return self.inner.run(watched(own, self.policy.tmp_files, self.inner.running,
                                       most_processes=self.policy.most_processes,
                                       most_memory=self.policy.most_memory))
@@ -255,13 +271,30 @@ class BwrapRunner:
         with self._lock:
             if not self._use_session:
                 return None
+            if self._session is not None and self._session_view != self.policy.view():
+                # /etc's secrets changed: a file to hide binds over nothing in the running
+                # sandbox (a key written since shows there), so it ends, with what it runs
+                old, self._session = self._session, None
+                old.close()
+                print("kanban: the host's /etc changed; the card's sandbox starts again",
+                      file=sys.stderr, flush=True)
             if self._session is None:
-                self._session = SandboxSession(lambda argv: self.wrap(argv, Path("/")))
-                if not self._session.start():
+                self._session, self._session_view = self._start_session()
+                if self._session.dead:
                     self._use_session = False
                     self._say(f"the card's sandbox did not start ({self._session.why})")
                     return None
             return self._session
+
+    def _start_session(self) -> tuple[SandboxSession, SystemView]:
+        """The card's sandbox and the view it has; started again once where /etc changed
+        while it started (a file to hide, gone before bwrap bound over it, fails it)."""
+        for _ in range(2):
+            view = self.policy.view()
+            session = SandboxSession(functools.partial(self.wrap, cwd=Path("/"), view=view))
+            if session.start() or self.policy.view() == view:
+                break
+        return session, view
 
     def _fall_back(self, why: str) -> None:
         with self._lock:
@@ -293,6 +326,25 @@ class BwrapRunner:
         self._after()
 
 
+_NO_MOUNT_POINT = re.compile(rb"bwrap: Can't (?:create file at|mkdir) (/[^\n]*?): ")
+
+
+def _mount_point_gone(result: CommandResult, view: SystemView) -> bool:
+    """Whether bwrap stopped before the command because a file or folder it was to hide is
+    no longer there (removed after the view was read)."""
+    if result.exit_code != 1 or result.output_bytes > 4096:
+        return False
+    try:
+        head = result.output_path.read_bytes()[:4096]
+    except OSError:
+        return False
+    found = _NO_MOUNT_POINT.match(head)
+    if found is None:
+        return False
+    path = Path(os.fsdecode(found.group(1)))
+    return path in (*view.hidden_files, *view.hidden_dirs) and not os.path.lexists(path)
+
+
 def bwrap_runner(runner: object) -> BwrapRunner | None:
     """The BwrapRunner inside `runner` (a ProxiedRunner or CountedRunner around one)."""
     inner = runner
@@ -316,8 +368,9 @@ def offline(runner: object) -> Callable[[Sequence[str], Path], list[str]]:
 
 def interpreter_visible(policy: SandboxPolicy) -> bool:
     """Whether this Python (what the session's server runs on) is readable in the sandbox."""
-    shown = (*policy.system.binds, *policy.readable, *policy.writable)
-    hidden = (*policy.system.hidden_dirs, *policy.hidden)
+    view = policy.view()
+    shown = (*view.binds, *policy.readable, *policy.writable)
+    hidden = (*view.hidden_dirs, *policy.hidden)
     return all(any(place.is_relative_to(p) for p in shown)
                and not any(place.is_relative_to(h) for h in hidden)
                for place in own_interpreter())

@@ -141,8 +141,9 @@ class SandboxSession:
                 self._wrap([python, "-I", "-S", "-c", SERVER, str(fd)]), pass_fds=(fd,),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=self._stderr, env={}, process_group=0)
-        except OSError as exc:
-            self.why = f"bwrap cannot start ({exc.strerror or exc})"
+        except Exception as exc:  # noqa: BLE001 - start() waits on `ready`: it must be set
+            why = exc.strerror if isinstance(exc, OSError) else None
+            self.why = f"bwrap cannot start ({why or exc})"
             self._forget_stderr()
             ready.set()
             return

@@ -17,7 +17,7 @@ from kanban.state.errors import ConfigError
 from kanban.state.network import HostList, Network, intersect
 from kanban.state.sandbox_paths import card_home_path
 from kanban.tools.gitwall import card_wall
-from kanban.tools.hostview import own_interpreter, program_places
+from kanban.tools.hostview import own_interpreter, program_places, system_view
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.netns import resolver_bind
 from kanban.tools.netproxy import NetProxy
@@ -47,7 +47,8 @@ def probe_host() -> None:
     if _host_check[1].available and own_network().available:  # tried once
         for private in (False, True):  # its resolv.conf, made here once, not per worker
             resolver_bind(private=private)
-    own_interpreter()  # and the system view it is measured against
+    own_interpreter()  # and the system folders it is measured against
+    system_view()  # /etc walked once here: a worker only checks its folders (hostview.ETC)
     libc()
     setpriv_pdeathsig()
 

@@ -4,6 +4,8 @@ flag, and the git wall it is given."""
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from kanban.state.errors import ConfigError
 from kanban.tools import gitwall
 from kanban.tools.gitwall import Wall, card_wall
 from kanban.tools.hostview import (
+    EtcSecrets,
     SystemView,
     etc_secrets,
     own_interpreter,
@@ -263,3 +266,48 @@ def test_a_resolv_conf_linked_into_run_brings_that_one_file(tmp_path: Path) -> N
     plain = tmp_path / "plain.conf"
     plain.write_text("nameserver 10.0.0.1\n")
     assert resolver_targets(plain) == []
+
+
+def test_etc_secrets_follow_etc_as_it_changes(tmp_path: Path) -> None:
+    """A secret written or removed is seen at the next call (its folder's mtime moved); a
+    mode changed in place, which moves no folder's, by the next walk at the latest."""
+    etc = tmp_path / "etc"
+    (etc / "ssh").mkdir(parents=True)
+    (etc / "app.conf").write_text("x")
+    settle(etc, etc / "ssh", age_s=3600)
+    now = [0.0]
+    watch = EtcSecrets(etc, recheck_s=10.0, clock=lambda: now[0])
+    assert watch.current() == ((), ())
+    key = etc / "ssh" / "ssh_host_rsa_key"
+    key.write_text("x")
+    key.chmod(0o644)
+    settle(etc / "ssh", age_s=3500)
+    assert watch.current() == ((key,), ())
+    key.unlink()
+    settle(etc / "ssh", age_s=3400)
+    assert watch.current() == ((), ())
+    (etc / "app.conf").chmod(0o600)
+    assert watch.current() == ((), ())  # no folder moved: not seen before the next walk
+    now[0] += 10.0
+    assert watch.current() == ((etc / "app.conf",), ())
+
+
+def test_a_change_within_the_same_tick_of_the_clock_is_seen(tmp_path: Path) -> None:
+    """A folder changed just before it was read may change again without its mtime moving
+    (the filesystem's clock is coarse): until it has been still a while, it is read again."""
+    etc = tmp_path / "etc"
+    (etc / "ssh").mkdir(parents=True)
+    watch = EtcSecrets(etc, recheck_s=3600.0)
+    assert watch.current() == ((), ())
+    stamp = (etc / "ssh").stat().st_mtime_ns  # recent: it was made just now
+    key = etc / "ssh" / "ssh_host_rsa_key"
+    key.write_text("x")
+    os.utime(etc / "ssh", ns=(stamp, stamp))  # the change did not move it
+    assert watch.current() == ((key,), ())
+
+
+def settle(*folders: Path, age_s: float) -> None:
+    """Give folders an mtime `age_s` in the past: changed long before they are read."""
+    stamp = time.time_ns() - int(age_s * 1e9)
+    for folder in folders:
+        os.utime(folder, ns=(stamp, stamp))

@@ -153,10 +153,10 @@ def test_a_sandbox_that_does_not_start_says_why_and_commands_still_run(
     """Its launcher's last line (here a fake bwrap's, with a terminal escape in it) is in
     the worker's log, escaped; commands go on, each in a bwrap of its own."""
     box = runner(workspace)
-    box.wrap = lambda argv, cwd: (  # type: ignore[method-assign]
+    box.wrap = lambda argv, cwd, view=None: (  # type: ignore[method-assign]
         ["sh", "-c", "echo 'bwrap: warming up' >&2; "
          "printf 'bwrap: No space left on device \\033[2J\\n' >&2; exit 1"]
-        if "-S" in argv else box.policy.wrap(argv, cwd, box.bwrap))
+        if "-S" in argv else box.policy.wrap(argv, cwd, box.bwrap, view))
     try:
         result, text = run(box, workspace, "echo $$")
         assert result.exit_code == 0 and text.strip() in ("1", "2")  # sandboxed anyway
@@ -172,12 +172,33 @@ def test_a_sandbox_whose_server_ends_at_once_says_so(workspace: Path,
                                                      capsys: pytest.CaptureFixture[str]
                                                      ) -> None:
     box = runner(workspace)
-    box.wrap = lambda argv, cwd: (  # type: ignore[method-assign]
-        ["true"] if "-S" in argv else box.policy.wrap(argv, cwd, box.bwrap))
+    box.wrap = lambda argv, cwd, view=None: (  # type: ignore[method-assign]
+        ["true"] if "-S" in argv else box.policy.wrap(argv, cwd, box.bwrap, view))
     try:
         result, _ = run(box, workspace, "true")
         assert result.exit_code == 0
         assert ("the card's sandbox did not start (its server ended before it answered)"
+                in capsys.readouterr().err)
+    finally:
+        box.close()
+
+
+def test_a_sandbox_whose_command_cannot_be_made_says_so_instead_of_waiting(
+        workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever making the sandbox's command raises (not only an OSError from starting it),
+    the worker is told and goes on: it used to wait for the server forever."""
+    box = runner(workspace)
+
+    def wrap(argv: list[str], cwd: Path, view: object = None) -> list[str]:
+        if "-S" in argv:
+            raise ValueError("no view of the host")
+        return box.policy.wrap(argv, cwd, box.bwrap)
+
+    box.wrap = wrap  # type: ignore[method-assign]
+    try:
+        result, text = run(box, workspace, "echo $$")
+        assert result.exit_code == 0 and text.strip() in ("1", "2"), text
+        assert ("the card's sandbox did not start (bwrap cannot start (no view of the host))"
                 in capsys.readouterr().err)
     finally:
         box.close()
