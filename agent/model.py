@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kanban.agent.adapters import ModelOptions, build_direct, parse_spec
 from kanban.agent.errors import FatalModelError
 from kanban.agent.fallback import FallbackModel, OnFallback
 from kanban.agent.retry import RetryPolicy
@@ -14,7 +15,6 @@ from kanban.agent.types import Model
 __all__ = ["Model", "ModelOptions", "credentials_of", "parse_spec", "resolve_chain",
            "resolve_model"]
 
-PROVIDERS = ("openai", "openai-responses", "anthropic", "scripted")
 # Which credentials a provider's models use (Responses is OpenAI's other API).
 CREDENTIALS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
 API_KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -22,23 +22,6 @@ BASE_URL_VARS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 REASONING_LEVELS = ("low", "medium", "high")
 # Where each provider's SDK goes without a base URL (the adapters' DEFAULT_BASE_URL)
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-
-
-def parse_spec(spec: str) -> tuple[str, str]:
-    """Split `provider:model`, refusing unknown providers and empty model names."""
-    provider, colon, name = spec.partition(":")
-    if not colon:
-        raise FatalModelError(
-            f"model spec {spec!r} must look like openai:MODEL, openai-responses:MODEL, "
-            "anthropic:MODEL or scripted:NAME"
-        )
-    if provider not in PROVIDERS:
-        raise FatalModelError(
-            f"unknown model provider {provider!r} in {spec!r} (known: {', '.join(PROVIDERS)})"
-        )
-    if not name.strip():
-        raise FatalModelError(f"model spec {spec!r} names no model")
-    return provider, name.strip()
 
 
 def endpoint_for(spec: str, *, base_url: str | None, env: Mapping[str, str]) -> str | None:
@@ -52,24 +35,6 @@ def endpoint_for(spec: str, *, base_url: str | None, env: Mapping[str, str]) -> 
 def credentials_of(spec: str) -> str | None:
     """`openai` or `anthropic`: whose key and base URL a spec's model needs (None: none)."""
     return CREDENTIALS.get(spec.partition(":")[0])
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """How to build models: keys from which variables, where, how long to wait, and more.
-
-    `api_key_vars` name the variables holding the keys (several rotate on 429) for models
-    of `key_provider`; others use their provider's usual variable.
-    """
-
-    api_key_vars: tuple[str, ...] = ()
-    key_provider: str | None = None
-    base_url: str | None = None
-    timeout: float = 120
-    retry: RetryPolicy | None = None
-    max_tokens: int | None = None
-    reasoning: str | None = None
-    responses_api: bool = False  # `openai:MODEL` goes through the Responses API
 
 
 def resolve_model(
@@ -144,23 +109,15 @@ def _build(spec: str, env: Mapping[str, str], options: ModelOptions, keys: list[
         if not key:
             raise FatalModelError(f"{API_KEY_VARS[family]} is not set; model {spec!r} needs it")
         keys = [key]
-    url = options.base_url or env.get(BASE_URL_VARS[family]) or None
-    if provider == "anthropic":
-        import kanban.agent.anthropic_model as wire
+    options = replace(options, base_url=options.base_url or env.get(BASE_URL_VARS[family]))
+    import kanban.agent.gateway as gateway
 
-        return wire.AnthropicModel(
-            name, api_key=keys, base_url=url or wire.DEFAULT_BASE_URL, timeout=options.timeout,
-            retry=options.retry, reasoning=options.reasoning,
-            max_tokens=options.max_tokens or wire.DEFAULT_MAX_TOKENS)
-    if provider == "openai-responses" or options.responses_api:
-        from kanban.agent.openai_responses import DEFAULT_BASE_URL, ResponsesModel
-
-        return ResponsesModel(name, api_key=keys, base_url=url or DEFAULT_BASE_URL,
-                              timeout=options.timeout, retry=options.retry,
-                              reasoning=options.reasoning, max_tokens=options.max_tokens)
-    from kanban.agent.openai_model import DEFAULT_BASE_URL as OPENAI_URL
-    from kanban.agent.openai_model import OpenAIModel
-
-    return OpenAIModel(name, api_key=keys, base_url=url or OPENAI_URL, timeout=options.timeout,
-                       retry=options.retry, reasoning=options.reasoning,
-                       max_tokens=options.max_tokens)
+    if gateway.available():  # a forked worker: its forkserver's gateway makes the calls
+        route = gateway.Route.of(spec, keys, base_url=options.base_url, timeout=options.timeout,
+                                 max_tokens=options.max_tokens, reasoning=options.reasoning,
+                                 responses_api=options.responses_api, retry=options.retry)
+        wire = "openai-responses" if options.responses_api and provider == "openai" \
+            else provider
+        return gateway.GatewayModel(route, f"{wire}:{name}",
+                                    lambda: build_direct(spec, options, keys))
+    return build_direct(spec, options, keys)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PR_SET_DUMPABLE = 4
+PR_SET_NAME = 15
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 _PROC = Path("/proc")
@@ -46,6 +47,14 @@ def _prctl(option: int, value: int) -> bool:
     with suppress(AttributeError):  # no prctl here: nothing more to do
         return bool(lib.prctl(option, value, 0, 0, 0) == 0)
     return False
+
+
+def name_process(name: str) -> None:
+    """This process's name in ps, top and /proc/PID/comm (at most 15 bytes are kept)."""
+    lib = libc()
+    if lib is not None:
+        with suppress(AttributeError):
+            lib.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
 def undumpable() -> None:

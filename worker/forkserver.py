@@ -7,7 +7,9 @@ full process: its own session and process group, its own cwd, log and
 environment. EOF on stdin shuts the server down (workers keep running).
 
 The server is non-dumpable and a child subreaper: what a dead worker leaves behind (the
-commands it ran, their daemons) is re-parented here and killed at once.
+commands it ran, their daemons) is re-parented here and killed at once. Its first child is
+the model gateway (`kanban.agent.gateway`), which makes its workers' model calls; forked
+again if it ends.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from kanban.agent import gateway
 from kanban.tools.procctl import become_subreaper, kill_adopted, undumpable
 from kanban.worker import handoff
 from kanban.worker.forked import run_child, run_spare
@@ -95,6 +98,7 @@ class ForkServer:
         self.spare_pids: set[int] = set()  # spares not handed a request (yet)
         self.spare_due: float | None = None  # when to fork the next spare
         self.workers: set[int] = set()  # every child we forked and have not reaped
+        self.gateway: int | None = None  # the model gateway's pid
 
     def send(self, message: dict[str, Any]) -> None:
         try:
@@ -114,6 +118,7 @@ class ForkServer:
         # subreaper before SIGCHLD was ours to hear: collected now, not at the first exit.
         self._sweep()
         self._reap()
+        self._open_gateway()
         self._new_spare()
         try:
             while True:
@@ -128,6 +133,24 @@ class ForkServer:
                     self._new_spare()  # a worker left or we were idle: the CPU is free
         finally:
             self.close_spare()
+
+    def _open_gateway(self) -> None:
+        """Fork the model gateway: the workers forked from now on send it their calls."""
+        def fork(child: Callable[[], None]) -> int:
+            held = self._held()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in held:  # the dispatcher's pipes: it must see EOF when we go
+                    with suppress(OSError):
+                        os.close(fd)
+                child()  # never returns
+            return pid
+
+        self.gateway = gateway.open_gateway(fork)
 
     def _until_spare(self) -> float | None:
         """How long select() may wait before a spare is due (None: no spare to make)."""
@@ -259,6 +282,9 @@ class ForkServer:
                 return reported
             if pid == 0:
                 return reported
+            if pid == self.gateway:  # it died (killed by hand, the OOM killer): again
+                self._open_gateway()
+                continue
             if pid not in self.workers:  # adopted from a dead worker, killed by _sweep
                 continue
             self.workers.discard(pid)
@@ -275,7 +301,8 @@ class ForkServer:
         """Kill the processes a dead worker left to us (they are not workers of ours). Never
         blocks: `_reap` collects them, and their own children, adopted as they die, wake us
         for the next sweep."""
-        kill_adopted(lambda pid, start: pid in self.workers, reap=False)
+        kill_adopted(lambda pid, start: pid in self.workers or pid == self.gateway,
+                     reap=False)
 
     def close_spare(self) -> None:
         """At shutdown: the spare reads EOF and leaves."""

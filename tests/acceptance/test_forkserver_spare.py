@@ -6,11 +6,13 @@ after the first worker that asks for it."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from pathlib import Path
 
 import pytest
 
+from kanban.agent.gateway import NAME
 from kanban.dispatcher import spawn
 from kanban.dispatcher.spawn import ForkServerSpawner, SpawnRequest
 from kanban.worker.main import EXIT_BAD_ENV
@@ -18,9 +20,9 @@ from tests.support.procs import wait_until
 
 
 def children(pid: int) -> list[int]:
-    """The living forks of the server `pid` (its spare, its workers), in pid order. Not
-    whatever else it holds for a moment as a subreaper: the host probe's leftovers, adopted
-    and being killed, run other programs or are already zombies."""
+    """The living forks of the server `pid` (its spare, its workers), in pid order. Not its
+    model gateway, nor whatever else it holds for a moment as a subreaper: the host probe's
+    leftovers, adopted and being killed, run other programs or are already zombies."""
     found = []
     try:
         server = (Path(f"/proc/{pid}") / "cmdline").read_bytes()
@@ -35,7 +37,8 @@ def children(pid: int) -> list[int]:
         except OSError:
             continue
         state, parent = stat.rsplit(")", 1)[1].split()[:2]
-        if int(parent) == pid and state != "Z" and cmdline == server:
+        gateway = stat.split("(", 1)[1].rsplit(")", 1)[0] == NAME  # not a worker
+        if int(parent) == pid and state != "Z" and cmdline == server and not gateway:
             found.append(int(entry.name))
     return sorted(found)
 
@@ -126,3 +129,32 @@ def test_a_model_no_profile_named_is_loaded_after_its_first_worker(
         assert "jiter" in sdk_libraries(spare)
     finally:
         spawner.close()
+
+
+def gateways(pid: int) -> list[int]:
+    """The model gateway the server `pid` forked (one while it runs)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat and stat.split("(", 1)[1].rsplit(")", 1)[0] == NAME:
+            state, parent = stat.rsplit(")", 1)[1].split()[:2]
+            if int(parent) == pid and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_gateway_that_dies_is_forked_again_and_leaves_with_the_server() -> None:
+    spawner = ForkServerSpawner({"PATH": os.environ["PATH"]}, threading.Event())
+    try:
+        first = wait_until(lambda: gateways(spawner.pid), timeout=30, what="a gateway")
+        assert len(first) == 1
+        os.kill(first[0], signal.SIGKILL)
+        again = wait_until(lambda: [p for p in gateways(spawner.pid) if p != first[0]],
+                           timeout=30, what="a new gateway")
+        assert spawner.exits.empty()  # a gateway is nobody's worker
+    finally:
+        spawner.close()
+    wait_until(lambda: not alive(again[0]), timeout=30, what="the gateway to leave")
