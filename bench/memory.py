@@ -116,8 +116,9 @@ def private_dirty_kib() -> int:
     return found
 
 
-def _steps(db: Any, base_url: str) -> dict[str, int]:
+def _steps(db: Any, base_url: str, gateway: bool) -> dict[str, int]:
     """KiB of pages made private by a worker's first steps, in this process."""
+    from kanban.agent.model import resolve_model
     from kanban.agent.openai_model import OpenAIModel
     from kanban.agent.retry import RetryPolicy
     from kanban.agent.types import Message
@@ -133,24 +134,33 @@ def _steps(db: Any, base_url: str) -> dict[str, int]:
         model.complete([Message("user", "hello")], [])
     finally:
         model.close()
-    return {"open": opened - before, "call": private_dirty_kib() - opened}
+    steps = {"open": opened - before, "call": private_dirty_kib() - opened}
+    if gateway:  # as a forked worker makes it: the forkserver's gateway calls
+        called = private_dirty_kib()
+        through = resolve_model("openai:bench", env={"OPENAI_API_KEY": "bench",
+                                                     "OPENAI_BASE_URL": base_url})
+        through.complete([Message("user", "hello")], [])
+        steps["gateway"] = private_dirty_kib() - called
+    return steps
 
 
 def probe_main() -> None:
     """`python -c "from bench.memory import probe_main; probe_main()" DB BASE_URL`: one
     line of JSON, the first steps' copies in a forked child and in the parent."""
+    from kanban.agent.gateway import forget, open_gateway
     from kanban.worker.forkserver import preload
 
     db = preload(sys.argv[1], ["openai"])
     gc.collect()
     gc.freeze()  # as the forkserver does before it forks
+    gateway = open_gateway(_fork)  # as the forkserver does: its first child
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         code = 1
         try:
-            os.write(write, json.dumps(_steps(db, sys.argv[2])).encode())
+            os.write(write, json.dumps(_steps(db, sys.argv[2], True)).encode())
             code = 0
         finally:
             os._exit(code)
@@ -161,7 +171,17 @@ def probe_main() -> None:
     if not said:
         raise SystemExit("the forked child's steps failed (its traceback is above)")
     forked = json.loads(said)
-    print(json.dumps({"forked": forked, "alone": _steps(db, sys.argv[2])}), flush=True)
+    forget()  # the gateway leaves: the pages it shared with us are ours alone again
+    if gateway is not None:
+        os.waitpid(gateway, 0)
+    print(json.dumps({"forked": forked, "alone": _steps(db, sys.argv[2], False)}), flush=True)
+
+
+def _fork(child: Any) -> int:
+    pid = os.fork()
+    if pid == 0:
+        child()  # never returns
+    return pid
 
 
 def copies(path: Path, probes: int) -> list[dict[str, dict[str, int]]]:
@@ -192,8 +212,13 @@ def copy_rows(path: Path, probes: int) -> list[Row]:
     return [
         Row("4.4", "copied by a forked worker's board connection and first reads", "MiB",
             mib("forked", "open"), mib("alone", "open"), label, None, note),
-        Row("4.5", "copied by a forked worker's first model call (openai SDK)", "MiB",
-            mib("forked", "call"), mib("alone", "call"), label, None, note),
+        Row("4.5", "copied by a forked worker's first model call, openai SDK in the worker",
+            "MiB", mib("forked", "call"), mib("alone", "call"), label, None,
+            note + " (what the model gateway saves: a worker whose gateway is gone)"),
+        Row("4.6", "copied by a forked worker's first model call, through the gateway", "MiB",
+            mib("forked", "gateway"), mib("forked", "call"), "the SDK in the worker (4.5)",
+            None, note + " (the call made by the forkserver's model gateway, as workers "
+            "make it)"),
     ]
 
 
