@@ -6,13 +6,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from kanban.agent.adapters import ModelOptions, build_direct, parse_spec
+from kanban.agent.adapters import PROVIDERS, ModelOptions, build_direct, parse_spec
 from kanban.agent.errors import FatalModelError
 from kanban.agent.fallback import FallbackModel, OnFallback
 from kanban.agent.retry import RetryPolicy
 from kanban.agent.types import Model
 
-__all__ = ["Model", "ModelOptions", "credentials_of", "parse_spec", "resolve_chain",
+__all__ = ["PROVIDERS", "Model", "ModelOptions", "credentials_of", "parse_spec", "resolve_chain",
            "resolve_model"]
 
 # Which credentials a provider's models use (Responses is OpenAI's other API).
