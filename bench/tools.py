@@ -26,7 +26,8 @@ from kanban.state.config import Profile
 from kanban.tools.catalog import REGISTRY
 from kanban.tools.hostview import own_interpreter
 from kanban.tools.runner import CommandSpec
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, check_sandbox, own_network
+from kanban.tools.sandbox import SandboxPolicy, check_sandbox, own_network
+from kanban.tools.sandbox_runner import BwrapRunner
 from kanban.tools.workbench import Workbench, command_env
 
 CALLS = {"full": 300, "quick": 100, "smoke": 5}

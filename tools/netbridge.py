@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kanban.tools.netproxy import NetProxy
 from kanban.tools.runner import CommandResult, CommandSpec, Runner
-from kanban.tools.sandbox import BwrapRunner
+from kanban.tools.sandbox_runner import BwrapRunner
 from kanban.tools.seccomp import program
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",

@@ -3,7 +3,7 @@
 The runner knows nothing of agents or cards. A `CommandSpec` says what to run and within
 which bounds; a runner returns a `CommandResult` whose whole output sits in a file (the
 caller decides how much of it a model sees). `PlainRunner` isolates by process group and
-rlimits; `kanban.tools.sandbox.BwrapRunner` adds a bubblewrap sandbox around it.
+rlimits; `kanban.tools.sandbox_runner.BwrapRunner` adds a bubblewrap sandbox around it.
 
 Without a sandbox, a command still dies with the process that runs it: its first process
 gets a parent-death signal, and when that process is a child subreaper (a worker is), the

@@ -30,7 +30,7 @@ from kanban.tools.delegate import LeadScope
 from kanban.tools.netbridge import ProxiedRunner
 from kanban.tools.registry import Toolbox
 from kanban.tools.runner import Runner
-from kanban.tools.sandbox import BwrapRunner, bwrap_runner, offline
+from kanban.tools.sandbox_runner import BwrapRunner, bwrap_runner, offline
 from kanban.tools.scope import WorkerScope
 from kanban.tools.workbench import Workbench
 from kanban.worker import gates

@@ -23,13 +23,8 @@ from kanban.tools.netns import resolver_bind
 from kanban.tools.netproxy import NetProxy
 from kanban.tools.procctl import become_subreaper, libc, seal_environment, undumpable
 from kanban.tools.runner import CountedRunner, PlainRunner, Runner, setpriv_pdeathsig
-from kanban.tools.sandbox import (
-    BwrapRunner,
-    SandboxCheck,
-    SandboxPolicy,
-    check_sandbox,
-    own_network,
-)
+from kanban.tools.sandbox import SandboxCheck, SandboxPolicy, check_sandbox, own_network
+from kanban.tools.sandbox_runner import BwrapRunner
 from kanban.tools.workbench import is_credential
 from kanban.tools.worktree_refs import branch_mirror, publish_or_say, seed
 from kanban.workspaces import SCRATCH, Workspace

@@ -19,7 +19,8 @@ from kanban.tools.approval import gate
 from kanban.tools.command_rules import Verdict
 from kanban.tools.policy import judge
 from kanban.tools.runner import CommandSpec, PlainRunner
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+from kanban.tools.sandbox import SandboxPolicy
+from kanban.tools.sandbox_runner import BwrapRunner
 from kanban.tools.workbench import Workbench
 from kanban.worker.toolbox import approval_mode
 from tests.security.conftest import Attack, replayer

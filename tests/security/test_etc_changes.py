@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kanban.tools.hostview import SystemView, own_interpreter
-from kanban.tools.runner import CommandResult, CommandSpec
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+from kanban.tools.hostview import SystemView
+from kanban.tools.runner import CommandResult
+from kanban.tools.sandbox_runner import BwrapRunner
 from tests.support.pg import skip_or_fail
-from tests.support.sandbox import require_bwrap
+from tests.support.sandbox import card_runner, run_in, sandbox_workspace
 
 SECRET = "etc-secret-" + uuid.uuid4().hex
 Plant = Callable[[], Path]
@@ -23,10 +23,7 @@ Plant = Callable[[], Path]
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    require_bwrap()
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
+    return sandbox_workspace(tmp_path)
 
 
 @pytest.fixture
@@ -50,16 +47,11 @@ def plant() -> Iterator[Plant]:
 
 
 def box(workspace: Path, *, session: bool) -> BwrapRunner:
-    policy = SandboxPolicy(writable=(workspace,), network=False, readable=own_interpreter())
-    return BwrapRunner(policy, session=session)
+    return card_runner(workspace, session=session)
 
 
 def run(runner: BwrapRunner, workspace: Path, command: str) -> tuple[CommandResult, str]:
-    out = workspace.parent / "out" / f"{uuid.uuid4().hex}.txt"
-    result = runner.run(CommandSpec.shell(command, cwd=workspace,
-                                          env={"PATH": os.environ["PATH"]},
-                                          output_path=out, timeout_s=20.0))
-    return result, out.read_text()
+    return run_in(runner, workspace, command, out=f"{uuid.uuid4().hex}.txt")
 
 
 @pytest.mark.parametrize("session", [True, False], ids=["card-sandbox", "bwrap-each"])

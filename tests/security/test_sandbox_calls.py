@@ -174,7 +174,8 @@ def test_a_bwrap_planted_in_the_workspace_is_not_what_starts_the_sandbox(
     one, which some users' shells leave), a `bwrap` the model wrote there would be found
     first and run the next command with no sandbox at all."""
     from kanban.tools.runner import CommandSpec
-    from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+    from kanban.tools.sandbox import SandboxPolicy
+    from kanban.tools.sandbox_runner import BwrapRunner
     from tests.support.sandbox import require_bwrap
 
     require_bwrap()

@@ -37,7 +37,8 @@ import os, sys
 from pathlib import Path
 from kanban.tools.hostview import own_interpreter
 from kanban.tools.runner import CommandSpec, PlainRunner
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy
+from kanban.tools.sandbox import SandboxPolicy
+from kanban.tools.sandbox_runner import BwrapRunner
 workspace = Path(sys.argv[1])
 box = BwrapRunner(SandboxPolicy(writable=(workspace,), readable=own_interpreter()),
                   PlainRunner(), session=False)

@@ -21,7 +21,7 @@ from kanban.state.config import Profile
 from kanban.state.errors import ConfigError
 from kanban.tools import gitwall, worktree_refs
 from kanban.tools.runner import CommandSpec
-from kanban.tools.sandbox import BwrapRunner
+from kanban.tools.sandbox_runner import BwrapRunner
 from kanban.worker.sandboxing import card_policy
 from kanban.workspaces import Workspace
 from tests.security.test_git_hardening import git, made, repository

@@ -14,10 +14,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
-from kanban.tools.sandbox import check_sandbox, own_network
+from kanban.tools.hostview import own_interpreter
+from kanban.tools.runner import CommandResult, CommandSpec, PlainRunner
+from kanban.tools.sandbox import SandboxPolicy, check_sandbox, own_network
+from kanban.tools.sandbox_runner import BwrapRunner
 
 REACHED = "loopback-server-reached"
 
@@ -25,6 +29,32 @@ REACHED = "loopback-server-reached"
 def require_bwrap() -> None:
     check = check_sandbox()
     require(check.available, check.reason, "sandbox tests")
+
+
+def sandbox_workspace(tmp_path: Path) -> Path:
+    """A card's folder for sandboxed commands (skips where bwrap cannot sandbox)."""
+    require_bwrap()
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def card_runner(workspace: Path, inner: PlainRunner | None = None, *,
+                session: bool = True) -> BwrapRunner:
+    """A runner as a card's: its workspace writable, no network, kanban's Python readable
+    (the card's sandbox, `session`, runs on it)."""
+    policy = SandboxPolicy(writable=(workspace,), network=False, readable=own_interpreter())
+    return BwrapRunner(policy, inner, session=session)
+
+
+def run_in(box: BwrapRunner | PlainRunner, workspace: Path, command: str, *, out: str = "o.txt",
+           **kwargs: object) -> tuple[CommandResult, str]:
+    """`command` run by `box` in `workspace`: its result and its output."""
+    path = workspace.parent / "out" / out
+    spec = CommandSpec.shell(command, cwd=workspace, env={"PATH": os.environ["PATH"]},
+                             output_path=path, **{"timeout_s": 20.0, **kwargs})
+    result = box.run(spec)
+    return result, path.read_text()
 
 
 def require_own_network() -> None:

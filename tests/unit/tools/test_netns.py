@@ -14,7 +14,8 @@ import pytest
 from kanban.tools.hostview import own_interpreter
 from kanban.tools.netns import PROGRAMS, check_own_network, gated, launcher, resolver_bind
 from kanban.tools.runner import CommandSpec, PlainRunner
-from kanban.tools.sandbox import BwrapRunner, SandboxPolicy, trusted_program
+from kanban.tools.sandbox import SandboxPolicy, trusted_program
+from kanban.tools.sandbox_runner import BwrapRunner
 from tests.support.procs import wait_until
 from tests.support.sandbox import require_own_network
 
