@@ -262,18 +262,17 @@ class GatewayModel:
         heard = False
         try:
             call.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
-            with call.makefile("rb") as reader:
-                for line in reader:
-                    frame = json.loads(line)
-                    if "response" in frame:
-                        return _response(frame["response"])
-                    if "error" in frame:
-                        cls = _ERRORS.get(frame["error"], ModelError)
-                        raise cls(str(frame["message"]))
-                    heard = True
-                    on_event(_event(frame))
-        except (OSError, ValueError):
-            pass
+            reader = call.makefile("rb")
+        except OSError:
+            return None
+        with reader:
+            while (frame := _next_frame(reader)) is not None:
+                if "response" in frame:
+                    return _response(frame["response"])
+                if "error" in frame:
+                    raise _ERRORS.get(frame["error"], ModelError)(str(frame["message"]))
+                heard = True
+                on_event(_event(frame))  # what the listener raises is the caller's
         if heard:  # what was streamed is forgotten: the call is made again, here
             on_event(StreamRestart("the model gateway ended mid-answer"))
         return None
@@ -301,6 +300,15 @@ def _open_call() -> socket.socket | None:
     finally:
         theirs.close()
     return ours
+
+
+def _next_frame(reader: Any) -> dict[str, Any] | None:
+    """The gateway's next line; None once it has gone (its end closed, or a broken line)."""
+    try:
+        line = reader.readline()
+        return dict(json.loads(line)) if line else None
+    except (OSError, ValueError):
+        return None
 
 
 def _event(frame: dict[str, Any]) -> StreamEvent:

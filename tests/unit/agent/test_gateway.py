@@ -192,3 +192,23 @@ def test_a_worker_that_hangs_up_ends_the_call_in_the_gateway(served: socket.sock
             model.stream([Message("user", "hi")], [], stop)  # type: ignore[attr-defined]
         server.wait_for_abort(timeout=10)  # the gateway let go of the stream
         wait_until(lambda: model_threads() == 0, timeout=10, what="the call's thread ended")
+
+
+def test_what_the_listener_raises_is_not_taken_for_a_gateway_gone(served: socket.socket
+                                                                  ) -> None:
+    """Only the gateway going away sends the call to the provider from here: an error of the
+    worker's own listener ends the call, and the provider is asked once."""
+    with LLMServer() as server:
+        server.enqueue(text_reply("x" * 40, chunk_chars=4), text_reply("never"))
+
+        seen: list[StreamEvent] = []
+
+        def refuse(event: StreamEvent) -> None:
+            seen.append(event)
+            if len(seen) == 1:  # once: what follows would be taken quietly
+                raise ValueError("the listener's own error")
+
+        with pytest.raises(ValueError, match="listener's own"):
+            through(server, "openai:m").stream(  # type: ignore[attr-defined]
+                [Message("user", "hi")], [], refuse)
+        assert len(server.requests) == 1 and server.pending == 1
