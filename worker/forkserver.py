@@ -27,6 +27,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from kanban.agent import gateway
+from kanban.tools.hostview import system_view
 from kanban.tools.procctl import become_subreaper, kill_adopted, undumpable
 from kanban.worker import handoff
 from kanban.worker.forked import run_child, run_spare
@@ -73,6 +74,8 @@ def preload(db_target: str | None, providers: list[str]) -> Database | None:
 
 
 ADAPTERS = ("openai", "openai-responses", "anthropic")  # the model SDKs worth preloading
+GATEWAY_QUICK_S = 5.0  # a gateway that ends this soon after its start ended "quickly"
+GATEWAY_QUICK_ENDS = 3  # ... and after this many such ends in a row, none is forked
 
 
 class DispatcherGone(Exception):
@@ -99,6 +102,8 @@ class ForkServer:
         self.spare_due: float | None = None  # when to fork the next spare
         self.workers: set[int] = set()  # every child we forked and have not reaped
         self.gateway: int | None = None  # the model gateway's pid
+        self.gateway_since = 0.0  # when it was last forked (monotonic)
+        self.gateway_quick_ends = 0  # gateways in a row that ended soon after their start
 
     def send(self, message: dict[str, Any]) -> None:
         try:
@@ -136,6 +141,8 @@ class ForkServer:
 
     def _open_gateway(self) -> None:
         """Fork the model gateway: the workers forked from now on send it their calls."""
+        self.gateway_since = time.monotonic()
+
         def fork(child: Callable[[], None]) -> int:
             held = self._held()
             sys.stdout.flush()
@@ -261,10 +268,26 @@ class ForkServer:
         self.spare_pids.discard(pid)
         return pid
 
+    def _gateway_ended(self) -> None:
+        """Killed by hand or by the OOM killer: forked again, unless gateways keep ending
+        soon after they start (GATEWAY_QUICK_ENDS in a row); then workers make their own
+        calls rather than this server forking gateways in a loop."""
+        self.gateway = None
+        quick = time.monotonic() - self.gateway_since < GATEWAY_QUICK_S
+        self.gateway_quick_ends = self.gateway_quick_ends + 1 if quick else 0
+        if self.gateway_quick_ends < GATEWAY_QUICK_ENDS:
+            self._open_gateway()
+            return
+        gateway.forget()
+        print(f"kanban: the model gateway ended {GATEWAY_QUICK_ENDS} times within "
+              f"{GATEWAY_QUICK_S:.0f} s of its start; workers make their own model calls",
+              file=sys.stderr, flush=True)
+
     def _new_spare(self) -> None:
         if self.spare is not None or not self.spares:
             return
         self.spare_due = None
+        system_view()  # /etc looked at now, off the dispatch path: the spare inherits it
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         held = self._held()
         pid = self._fork(lambda: run_spare(theirs.fileno(), [*held, mine.fileno()], self.db))
@@ -282,8 +305,8 @@ class ForkServer:
                 return reported
             if pid == 0:
                 return reported
-            if pid == self.gateway:  # it died (killed by hand, the OOM killer): again
-                self._open_gateway()
+            if pid == self.gateway:
+                self._gateway_ended()
                 continue
             if pid not in self.workers:  # adopted from a dead worker, killed by _sweep
                 continue

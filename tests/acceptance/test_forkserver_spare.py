@@ -15,6 +15,7 @@ import pytest
 from kanban.agent.gateway import NAME
 from kanban.dispatcher import spawn
 from kanban.dispatcher.spawn import ForkServerSpawner, SpawnRequest
+from kanban.worker import forkserver
 from kanban.worker.main import EXIT_BAD_ENV
 from tests.support.procs import wait_until
 
@@ -158,3 +159,26 @@ def test_a_gateway_that_dies_is_forked_again_and_leaves_with_the_server() -> Non
     finally:
         spawner.close()
     wait_until(lambda: not alive(again[0]), timeout=30, what="the gateway to leave")
+
+
+def test_gateways_that_keep_ending_at_once_are_not_forked_in_a_loop(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    forked: list[int] = []
+
+    def open_gateway(fork: object) -> int:
+        forked.append(1)
+        return 1000 + len(forked)
+
+    monkeypatch.setattr(forkserver.gateway, "open_gateway", open_gateway)
+    lived = forkserver.ForkServer(0, 1, None, spares=False)
+    lived._open_gateway()
+    lived.gateway_since -= forkserver.GATEWAY_QUICK_S  # it ran a while, then ended
+    lived._gateway_ended()
+    assert len(forked) == 2 and lived.gateway is not None
+    forked.clear()
+    quick = forkserver.ForkServer(0, 1, None, spares=False)
+    quick._open_gateway()
+    for _ in range(forkserver.GATEWAY_QUICK_ENDS):
+        quick._gateway_ended()  # each at once after its start
+    assert len(forked) == forkserver.GATEWAY_QUICK_ENDS and quick.gateway is None
+    assert "workers make their own model calls" in capsys.readouterr().err
