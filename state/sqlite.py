@@ -3,6 +3,11 @@
 A thread keeps its connection and issues BEGIN [IMMEDIATE] / COMMIT / ROLLBACK itself.
 Nested use on one thread (a read inside a write) gets a short-lived connection; a
 connection that saw an error is discarded; a forked child forgets what its parent held.
+
+A worker process (`for_worker`) keeps one connection for all its threads instead, taken
+by one thread's transaction at a time: its threads (the agent's, the heartbeat's) rarely
+touch the board at once, and a second connection cost each of 400 workers about 0.4 MiB
+(its schema, page caches and malloc arena) and a descriptor.
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ class SQLiteDatabase(Database):
         self._local = threading.local()
         self._all: set[sqlite3.Connection] = set()
         self._lock = threading.Lock()
+        self._one: _OneConnection | None = None  # a worker's (for_worker)
         self.patience_s = PATIENCE_S
         self.corrupt: str | None = None  # set on meeting a corrupt page: no more writes
         ref = weakref.ref(self)
@@ -179,11 +185,19 @@ class SQLiteDatabase(Database):
         except sqlite3.Error as exc:
             raise self._translate(exc) from None
 
+    def for_worker(self, slots: str | None) -> None:
+        """One connection for all of this process's threads, the one it holds (a spare
+        opened it before its card) kept."""
+        if self._one is None:
+            self._one = _OneConnection(getattr(self._local, "conn", None))
+
     def _forget(self) -> None:
         """In a forked child: never touch the parent's connections."""
         self._local = threading.local()
         self._all = set()
         self._lock = threading.Lock()
+        if self._one is not None:
+            self._one = _OneConnection(None)
 
     @contextmanager
     def write(self) -> Iterator[Conn]:
@@ -224,6 +238,9 @@ class SQLiteDatabase(Database):
             return changed
 
         local.busy = True
+        turn = self._turn(False)
+        if turn is not None:
+            turn.acquire()
         try:
             return self._waiting_out_busy(once)
         except sqlite3.IntegrityError:
@@ -232,6 +249,8 @@ class SQLiteDatabase(Database):
             raise self._translate(exc) from exc
         finally:
             local.busy = False
+            if turn is not None:
+                turn.release()
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[Conn]:
@@ -239,6 +258,9 @@ class SQLiteDatabase(Database):
         nested = getattr(local, "busy", False)
         if begin != "BEGIN" and self.corrupt is not None:
             raise CorruptDatabaseError(self.corrupt)
+        turn = self._turn(nested)
+        if turn is not None:
+            turn.acquire()
         raw = None
         began: list[RingingConnection] = []  # the connection, named before its BEGIN runs
         try:
@@ -273,6 +295,13 @@ class SQLiteDatabase(Database):
                 began[0].close()
             elif not nested:
                 local.busy = False
+            if turn is not None:
+                turn.release()
+
+    def _turn(self, nested: bool) -> threading.Lock | None:
+        """What gives this thread its turn at a worker's one connection: None elsewhere,
+        and for a nested transaction (it has a connection of its own)."""
+        return None if self._one is None or nested else self._one.lock
 
     def _begin(self, begin: str, nested: bool,
                began: list[RingingConnection]) -> RingingConnection:
@@ -350,17 +379,19 @@ class SQLiteDatabase(Database):
             self._discard(raw, nested)
 
     def _held(self) -> RingingConnection:
-        raw = getattr(self._local, "conn", None)
+        keeper = self._local if self._one is None else self._one
+        raw: RingingConnection | None = getattr(keeper, "conn", None)
         if raw is None:
             raw = self.connect()
-            self._local.conn = raw
+            keeper.conn = raw
             with self._lock:
                 self._all.add(raw)
         return raw
 
     def _discard(self, raw: sqlite3.Connection, nested: bool) -> None:
-        if not nested and getattr(self._local, "conn", None) is raw:
-            self._local.conn = None
+        keeper = self._local if self._one is None else self._one
+        if not nested and getattr(keeper, "conn", None) is raw:
+            keeper.conn = None
             with self._lock:
                 self._all.discard(raw)
         with suppress(Exception):
@@ -376,6 +407,16 @@ class SQLiteDatabase(Database):
             with suppress(Exception):
                 raw.close()
         self._local = threading.local()
+        if self._one is not None:
+            self._one.conn = None
+
+
+class _OneConnection:
+    """A worker's connection, shared by its threads one transaction at a time."""
+
+    def __init__(self, conn: RingingConnection | None) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
 
 
 def _in_transaction(raw: sqlite3.Connection) -> bool:

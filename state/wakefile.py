@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 
 SUFFIX = "-wake"
+TEMP_CACHE_PAGES = 2
 _FUNCTION = "kanban_rang"
 _TRIGGERS = (  # TEMP: this connection's own, and dropped with it
     f"CREATE TEMP TRIGGER IF NOT EXISTS kanban_ring_insert AFTER INSERT ON main.wakeup "
@@ -51,6 +52,9 @@ class RingingConnection(sqlite3.Connection):
         patience = self.execute("PRAGMA busy_timeout").fetchone()[0]
         self.execute("PRAGMA busy_timeout = 0")
         try:
+            # The TEMP schema holds these two triggers and nothing else: a page cache of a
+            # few pages, not the 20 SQLite sets up for a database (80 KiB a connection).
+            self.execute(f"PRAGMA temp.cache_size = {TEMP_CACHE_PAGES}")
             for statement in _TRIGGERS:
                 self.execute(statement)
         except sqlite3.OperationalError:  # busy, or no such table yet (not migrated)

@@ -147,3 +147,20 @@ def test_arming_never_waits_for_a_lock(tmp_path: Path) -> None:
     finally:
         raw.close()
         holder.close()
+
+
+def test_the_temp_schema_keeps_a_few_pages_of_cache(tmp_path: Path) -> None:
+    """The TEMP triggers are all that schema holds: its cache is a couple of pages, not the
+    20 a database gets (each of 400 workers' connections paid 80 KiB for them)."""
+    from kanban.state.wakefile import TEMP_CACHE_PAGES, RingingConnection
+    from tests.support.db import open_sqlite
+
+    path = tmp_path / "kanban.db"
+    open_sqlite(path).dispose()
+    raw = sqlite3.connect(path, isolation_level=None, factory=RingingConnection)
+    try:
+        assert raw.arm() is True
+        assert raw.execute("PRAGMA temp.cache_size").fetchone()[0] == TEMP_CACHE_PAGES
+        assert raw.execute("PRAGMA main.cache_size").fetchone()[0] != TEMP_CACHE_PAGES
+    finally:
+        raw.close()
