@@ -31,6 +31,11 @@ class FallbackModel:
         return self.models[self.active].name
 
     @property
+    def interruptible(self) -> bool:
+        """Whether each of its models stops by itself when the run's switch is thrown."""
+        return all(getattr(model, "interruptible", False) for model in self.models)
+
+    @property
     def chain(self) -> list[str]:
         return [m.name for m in self.models]
 

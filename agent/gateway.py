@@ -20,10 +20,12 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import kanban.agent.errors as errors
+import kanban.agent.interrupt as interrupt
 from kanban.agent.adapters import ModelOptions, build_direct
 from kanban.agent.errors import ModelError
 from kanban.agent.retry import RetryPolicy
@@ -76,6 +78,12 @@ class Route:
         policy = retry or RetryPolicy()
         return cls(spec, tuple(keys), base_url, timeout, max_tokens, reasoning, responses_api,
                    tuple((name, getattr(policy, name)) for name in _RETRY_FIELDS))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"spec": self.spec, "keys": list(self.keys), "base_url": self.base_url,
+                "timeout": self.timeout, "max_tokens": self.max_tokens,
+                "reasoning": self.reasoning, "responses_api": self.responses_api,
+                "retry": [list(pair) for pair in self.retry]}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Route:
@@ -234,20 +242,46 @@ class GatewayModel:
         self.name = name
         self._direct_factory = direct
         self._direct: Model | None = None
+        self._route_json = _compact(route.to_wire())
+        self._tools: tuple[Sequence[ToolSpec], str] | None = None  # the last tools, as JSON
+
+    def _tools_json(self, tools: Sequence[ToolSpec]) -> str:
+        """The tools as JSON; a run's turns offer the same ones, written out once."""
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = tools, _compact([_tool_wire(t) for t in tools])
+        return self._tools[1]
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         return self.stream(messages, tools, lambda event: None)
 
+    # A call through the gateway stops when the run's switch is thrown (it hangs up): the
+    # run need not keep a thread to make it on (kanban.agent.interrupt).
+    interruptible = True
+
     def stream(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
                on_event: OnEvent) -> ModelResponse:
+        switch = interrupt.current()
         if self._direct is None:
             call = _open_call()
             if call is not None:
                 with call:
-                    answer = self._through(call, messages, tools, on_event)
+                    forget = switch.watch(partial(_hang_up, call)) if switch else _nothing
+                    try:
+                        answer = self._through(call, messages, tools, on_event)
+                    finally:
+                        forget()
                 if answer is not None:
                     return answer
+                if switch is not None:
+                    switch.check()  # it hung up because the run was stopped
             self._direct = self._direct_factory()
+        if switch is not None:  # an SDK's read cannot be stopped from here: on a thread
+            return switch.call(partial(self._call_direct, messages, tools, on_event))
+        return self._call_direct(messages, tools, on_event)
+
+    def _call_direct(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
+                     on_event: OnEvent) -> ModelResponse:
+        assert self._direct is not None
         stream = getattr(self._direct, "stream", None)
         if stream is None:
             return self._direct.complete(messages, tools)
@@ -257,11 +291,12 @@ class GatewayModel:
     def _through(self, call: socket.socket, messages: Sequence[Message],
                  tools: Sequence[ToolSpec], on_event: OnEvent) -> ModelResponse | None:
         """The gateway's answer; None when it went away first (the caller calls directly)."""
-        request = {"route": asdict(self.route), "messages": [m.to_dict() for m in messages],
-                   "tools": [asdict(t) for t in tools]}
+        messages_json = _compact([m.to_dict() for m in messages])
+        request = (f'{{"route":{self._route_json},"messages":{messages_json},'
+                   f'"tools":{self._tools_json(tools)}}}\n')
         heard = False
         try:
-            call.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            call.sendall(request.encode())
             reader = call.makefile("rb")
         except OSError:
             return None
@@ -281,6 +316,28 @@ class GatewayModel:
         close = getattr(self._direct, "close", None)
         if close is not None:
             close()
+
+
+def _hang_up(call: socket.socket) -> None:
+    """From the thread throwing the run's switch: the read waiting on `call` ends (and the
+    gateway, seeing the worker gone, ends the call)."""
+    with contextlib.suppress(OSError):
+        call.shutdown(socket.SHUT_RDWR)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _tool_wire(tool: ToolSpec) -> dict[str, Any]:
+    """As `asdict` would give it, without copying the schema (json writes it as it is)."""
+    return {"name": tool.name, "description": tool.description,
+            "parameters": tool.parameters, "parallel": tool.parallel,
+            "exclusive": tool.exclusive}
 
 
 def _open_call() -> socket.socket | None:

@@ -6,6 +6,7 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TypeVar
 
 import kanban.agent.standby as standby
@@ -42,6 +43,15 @@ class _Caller:
         self._jobs.put(None)
 
 
+_here = threading.local()  # the switch of the call running on this thread (`call(here=True)`)
+
+
+def current() -> Interrupt | None:
+    """The switch of the call this thread runs by itself (`Interrupt.call(..., here=True)`):
+    what the call must watch to stop when it is thrown."""
+    return getattr(_here, "interrupt", None)
+
+
 class Interrupt:
     """A one-way switch: once `cancel` is called, every wait on it ends at once."""
 
@@ -50,11 +60,32 @@ class Interrupt:
         self.reason = ""
         self._caller: _Caller | None = None
         self._lock = threading.Lock()
+        self._watchers: list[Callable[[], None]] = []
 
     def cancel(self, reason: str = "interrupted") -> None:
-        if not self._event.is_set():
+        with self._lock:
+            if self._event.is_set():
+                return
             self.reason = reason
             self._event.set()
+            watchers, self._watchers = self._watchers, []
+        for stop in watchers:
+            with suppress(Exception):  # one that fails keeps no other from being told
+                stop()
+
+    def watch(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Have `stop` called once the switch is thrown (on the thread throwing it; at once
+        if it was); returns what forgets it."""
+        with self._lock:
+            if not self._event.is_set():
+                self._watchers.append(stop)
+                return lambda: self._forget(stop)
+        stop()
+        return lambda: None
+
+    def _forget(self, stop: Callable[[], None]) -> None:
+        with self._lock, suppress(ValueError):
+            self._watchers.remove(stop)
 
     @property
     def cancelled(self) -> bool:
@@ -69,13 +100,18 @@ class Interrupt:
         """Sleep up to `seconds`; True when cancelled meanwhile."""
         return self._event.wait(seconds)
 
-    def call(self, work: Callable[[], T]) -> T:
+    def call(self, work: Callable[[], T], *, here: bool = False) -> T:
         """Run `work` in a helper thread and return its result, or raise Interrupted as soon
         as the switch is thrown: a blocked network read cannot hold the run hostage.
-
         The abandoned call finishes (or fails) on its own; its result is dropped.
+
+        `here`: `work` stops by itself when the switch is thrown (it watches `current()`,
+        as a call through the model gateway does by hanging up its socket), so it runs on
+        this thread, with no helper thread to keep nor to hand the answer over.
         """
         self.check()
+        if here:
+            return self._here(work)
         box: list[T] = []
         errors: list[BaseException] = []
         done = threading.Event()
@@ -89,18 +125,38 @@ class Interrupt:
                 done.set()
 
         caller, shared = self._take_caller()
-        caller.run(target)
-        if not shared:
-            caller.stop()  # a thread for this one call
-        while not done.wait(0.05):
-            if self._event.is_set():
-                if shared:
-                    self._drop(caller)  # abandoned: it ends once the call does
-                raise Interrupted(self.reason or "interrupted")
+        forget = self.watch(done.set)  # a wait that ends with the call or the switch
+        try:
+            caller.run(target)
+            if not shared:
+                caller.stop()  # a thread for this one call
+            done.wait()
+        finally:
+            forget()
+        if not box and not errors:  # the switch, not the call
+            if shared:
+                self._drop(caller)  # abandoned: it ends once the call does
+            raise Interrupted(self.reason or "interrupted")
         caller.busy = False
         if errors:
             raise errors[0]
         return box[0]
+
+    def _here(self, work: Callable[[], T]) -> T:
+        previous = current()
+        _here.interrupt = self
+        try:
+            result = work()
+        except Interrupted:
+            raise
+        except BaseException as exc:
+            if self._event.is_set():  # what the stopped call raised: the switch's doing
+                raise Interrupted(self.reason or "interrupted") from exc
+            raise
+        finally:
+            _here.interrupt = previous
+        self.check()  # thrown as it answered: the answer is dropped, as a helper's would be
+        return result
 
     def _take_caller(self) -> tuple[_Caller, bool]:
         """This switch's call thread (True), or for a call made while another is running

@@ -262,8 +262,9 @@ class _Run:
         span = self.trace.model_call(self.model.name, snapshot, tools)
         try:
             if self.interrupt is not None:
-                response = self.interrupt.call(lambda: call_model(self.model, snapshot, tools,
-                                                                  self.listen))
+                response = self.interrupt.call(
+                    lambda: call_model(self.model, snapshot, tools, self.listen),
+                    here=getattr(self.model, "interruptible", False))
             else:
                 response = call_model(self.model, snapshot, tools, self.listen)
         except (ModelError, Interrupted) as exc:

@@ -49,7 +49,9 @@ def run_spare(read_fd: int, inherited: list[int], db: Database | None) -> None:
         opened = _open_early(db)
         from kanban.agent import standby
 
-        standby.start(2)  # the card's heartbeat and its model calls: threads already up
+        # The card's heartbeat: a thread already up. Model calls through the gateway need
+        # none (a direct one starts its own).
+        standby.start(1)
         request = _read_request(read_fd)
         if request is None:
             os._exit(0)

@@ -8,13 +8,15 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
 
 from kanban.agent import gateway
 from kanban.agent.errors import FatalModelError, ModelError
+from kanban.agent.fallback import call_model
+from kanban.agent.interrupt import Interrupt, Interrupted
 from kanban.agent.model import resolve_model
 from kanban.agent.retry import RetryPolicy
 from kanban.agent.types import (
@@ -212,3 +214,46 @@ def test_what_the_listener_raises_is_not_taken_for_a_gateway_gone(served: socket
             through(server, "openai:m").stream(  # type: ignore[attr-defined]
                 [Message("user", "hi")], [], refuse)
         assert len(server.requests) == 1 and server.pending == 1
+
+
+def test_a_route_and_its_tools_cross_the_wire_whole() -> None:
+    """The worker writes them out by hand (no copy of each schema per turn): every field of
+    each is on the wire, and comes back equal."""
+    route = gateway.Route.of("openai:m", ["k1", "k2"], base_url="http://h/v1", timeout=9.0,
+                             max_tokens=100, reasoning="low", responses_api=True,
+                             retry=RetryPolicy(max_retries=3))
+    wire = json.loads(json.dumps(route.to_wire()))
+    assert set(wire) == {f.name for f in fields(gateway.Route)}
+    assert gateway.Route.from_wire(wire) == route
+    tool = ToolSpec("t", "does", {"type": "object", "properties": {"a": {"type": "string"}}},
+                    parallel=False, exclusive=True)
+    sent = json.loads(gateway._compact([gateway._tool_wire(tool)]))
+    assert set(sent[0]) == {f.name for f in fields(ToolSpec)}
+    assert ToolSpec(**sent[0]) == tool
+
+
+def test_a_run_stopped_mid_answer_hangs_up_with_no_thread_of_its_own(
+        served: socket.socket) -> None:
+    """Through the gateway the call runs on the run's own thread: the switch thrown from
+    another one (the heartbeat's, on a cancelled card) hangs up, the gateway lets go of the
+    stream, and the provider is not asked again from here."""
+    with LLMServer() as server:
+        server.enqueue(text_reply("x" * 400, chunk_chars=4, chunk_delay=0.05))
+        model = through(server, "openai:m")
+        switch = Interrupt()
+        events: list[StreamEvent] = []
+
+        def first_then_cancel(event: StreamEvent) -> None:
+            events.append(event)
+            if len(events) == 1:
+                threading.Timer(0.05, switch.cancel, args=("card cancelled",)).start()
+
+        with pytest.raises(Interrupted, match="card cancelled"):
+            switch.call(lambda: call_model(model, [Message("user", "hi")], [],
+                                           first_then_cancel),
+                        here=getattr(model, "interruptible", False))
+        assert switch._caller is None  # no helper thread was made for the call
+        server.wait_for_abort(timeout=10)
+        wait_until(lambda: model_threads() == 0, timeout=10, what="the call's thread ended")
+        assert len(server.requests) == 1
+        assert not any(t.name == "model-call" for t in threading.enumerate())
