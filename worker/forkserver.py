@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from kanban.agent import gateway
 from kanban.tools.hostview import system_view
 from kanban.tools.procctl import become_subreaper, kill_adopted, undumpable
-from kanban.worker import handoff
+from kanban.worker import handoff, holes
 from kanban.worker.forked import run_child, run_spare
 
 if TYPE_CHECKING:
@@ -222,6 +222,7 @@ class ForkServer:
             pass
         else:
             gc.collect()
+            holes.fill()
             gc.freeze()  # the spare (just handed this request) is forked again after this
         finally:
             self.send({"warming": None})
@@ -357,6 +358,7 @@ def main() -> None:
     handoffs = socket.socket(fileno=int(args[1])) if len(args) > 1 and args[1] else None
     db = preload(first_line(0).get("db") or None, providers)
     gc.collect()
+    holes.fill()  # what a worker allocates goes to pages of its own (worker.holes)
     gc.freeze()  # keep forked workers from copying pages the collector would touch
     with suppress(DispatcherGone):
         ForkServer(0, out_fd, db, handoffs=handoffs, warmed=providers).serve()
