@@ -169,7 +169,8 @@ def _rows(size: FleetSize, got: Measured, idle: float, alone: list[float], once:
             note=f"{len(got.waits_ms)} commits beside the fleet"),
         Row("14.3", f"PSS per worker, {size.workers} streaming", "MiB", worker_mib,
             None if floor is None else floor / 1024, label, Goal("value", "<=", 8, "MiB"),
-            note=f"median of {len(got.worker_kib)} workers (openai SDK loaded)"),
+            note=f"median of {len(got.worker_kib)} workers (their model calls made by the "
+                 f"gateway)"),
         Row("14.4", "streaming workers per GiB (1024 / PSS)", "", 1024 / worker_mib,
             None if floor is None else 1024 * 1024 / floor,
             "bare interpreters per GiB (the floor above)", None,
