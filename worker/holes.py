@@ -28,6 +28,7 @@ _MAKERS: dict[int, Callable[[int], object]] = {16: lambda size: object(),
                                                32: lambda size: float(size) + 0.5}
 MALLOC_SIZES = (16384, 4096, 1024, 256, 64, 24)  # largest first: big free chunks go first
 MAX_MALLOCS = 200_000  # a bound on the malloc loop, whatever the heap looks like
+MAX_BYTES = 64 << 20  # ... and on what it may take
 
 _kept: list[object] = []  # the fillers: alive as long as the forkserver
 
@@ -104,9 +105,19 @@ def fill_malloc() -> int:
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     free.restype, free.argtypes = None, [ctypes.c_void_p]
     sbrk.restype, sbrk.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t]
+    # Only a malloc that serves small chunks from below the break is glibc's own: one
+    # preloaded in its place (jemalloc, say) never moves the break, and would be fed
+    # chunks to the end of the budget.
+    probe = malloc(MALLOC_SIZES[-1])
+    if probe is None:
+        return 0
+    free(probe)
+    if probe >= (sbrk(0) or 0):
+        return 0
+    budget = MAX_BYTES
     made = 0
     for size in MALLOC_SIZES:
-        while made < MAX_MALLOCS:
+        while made < MAX_MALLOCS and budget >= size:
             end = sbrk(0)  # the heap's end, as it is now
             chunk = malloc(size)
             if chunk is None:
@@ -116,4 +127,5 @@ def fill_malloc() -> int:
                 break
             made += 1  # never freed: held for the forkserver's life, not even named
             # (a list of them would itself be freed in steps as it grew, and refilled)
+            budget -= size
     return made
