@@ -69,8 +69,12 @@ class ScriptedModel:
     A resumed conversation continues the script after the steps its stored answers came
     from (see `resume`)."""
 
-    def __init__(self, steps: Iterable[Step] | None = None, name: str = "scripted:test") -> None:
+    def __init__(self, steps: Iterable[Step] | None = None, name: str = "scripted:test", *,
+                 interruptible: bool = False) -> None:
         self.name = name
+        # True when no step can block but through `scripts.pause` (a JSON script's): its
+        # calls then run on the run's own thread (kanban.agent.interrupt)
+        self.interruptible = interruptible
         self.calls: list[ModelCall] = []
         self._steps: deque[Step] = deque(steps or ())
         self._resumed_at = 0  # answers already in a resumed conversation

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import kanban.agent.interrupt as interrupt
 from kanban.agent.errors import FatalModelError
 from kanban.agent.scripted import ScriptedModel, Step, text, tool_call, tool_calls
 from kanban.agent.types import Message, ModelResponse, ToolSpec
@@ -30,7 +31,7 @@ def load_script(name: str) -> ScriptedModel:
     """The model for `scripted:NAME`: a registered script, or a JSON file when NAME is a path."""
     spec = f"scripted:{name}"
     if "/" in name or name.endswith(".json"):
-        return ScriptedModel(steps_from_file(Path(name)), name=spec)
+        return ScriptedModel(steps_from_file(Path(name)), name=spec, interruptible=True)
     factory = _SCRIPTS.get(name)
     if factory is None:
         known = ", ".join(script_names()) or "none"
@@ -71,10 +72,20 @@ def _step_from_json(item: Any, where: str) -> Step:
 
 def _delayed(response: ModelResponse, delay_s: float) -> Step:
     def step(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-        time.sleep(delay_s)  # stands in for a slow model
+        pause(delay_s)  # stands in for a slow model
         return response
 
     return step
+
+
+def pause(seconds: float) -> None:
+    """A slow model's wait. Made on the run's own thread (`Interrupt.call(here=True)`), it
+    ends when the run's switch is thrown, and raises Interrupted."""
+    switch = interrupt.current()
+    if switch is None:
+        time.sleep(seconds)
+    elif switch.wait(seconds):
+        switch.check()
 
 
 def _response_from_json(item: dict[str, Any], where: str) -> ModelResponse:
@@ -166,7 +177,7 @@ def slowed(steps: Iterable[Step], delay_s: float) -> list[Step]:
 
     def slow(step: Step) -> Step:
         def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-            time.sleep(delay_s)
+            pause(delay_s)
             return step(messages, tools) if callable(step) else step
 
         return answer

@@ -273,3 +273,33 @@ def test_a_resumed_conversation_continues_the_script() -> None:
     later = ScriptedModel([text("x"), tool_calls([("a", {})])])
     later.resume(1)  # ids stay unique within the resumed conversation
     assert later.complete(convo, ()).tool_calls[0].id == "call_2_1"
+
+
+def test_a_json_scripts_slow_step_runs_on_the_runs_thread_and_stops_with_it(
+        tmp_path: Path) -> None:
+    """A JSON script can block only in its delays, which watch the run's switch: its calls
+    need no helper thread, and a cancel ends a 30 s delay at once."""
+    import threading
+
+    from kanban.agent.fallback import call_model
+    from kanban.agent.interrupt import Interrupt, Interrupted
+    from kanban.agent.scripts import load_script
+
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps([{"text": "quick"}, {"text": "late", "delay_s": 30}]))
+    model = load_script(str(script))
+    assert model.interruptible
+    switch = Interrupt()
+    here = switch.call(lambda: (call_model(model, [], [], None), threading.get_ident()),
+                       here=model.interruptible)
+    assert here[0].text == "quick" and here[1] == threading.get_ident()
+    threading.Timer(0.05, switch.cancel, args=("card cancelled",)).start()
+    with pytest.raises(Interrupted, match="card cancelled"):
+        switch.call(lambda: call_model(model, [], [], None), here=True)
+    assert switch._caller is None  # no helper thread was ever made
+
+
+def test_a_registered_script_may_block_anywhere_so_it_keeps_a_helper_thread() -> None:
+    from kanban.agent.scripts import load_script
+
+    assert load_script("demo").interruptible is False
