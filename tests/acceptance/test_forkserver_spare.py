@@ -23,8 +23,11 @@ from tests.support.procs import wait_until
 def children(pid: int) -> list[int]:
     """The living forks of the server `pid` (its spare, its workers), in pid order. Not its
     model gateway, nor whatever else it holds for a moment as a subreaper: the host probe's
-    leftovers, adopted and being killed, run other programs or are already zombies."""
-    found = []
+    leftovers, adopted and being killed, run other programs or are already zombies.
+    None until the gateway has its name: forked first, it looks like a spare until then."""
+    found: list[int] = []
+    if not gateways(pid):
+        return found
     try:
         server = (Path(f"/proc/{pid}") / "cmdline").read_bytes()
     except OSError:
