@@ -19,7 +19,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,52 +35,18 @@ from kanban.state.journal import (
 )
 from kanban.state.retry import Backoff
 from kanban.state.sqlite_errors import describe_error, is_busy, translate
+from kanban.state.sqlite_file import BUSY_TIMEOUT_MS, create_file, sqlite_target
 from kanban.state.store import Conn, Database, Params
 from kanban.state.timeutil import utcnow
 from kanban.state.wakefile import RingingConnection, ring
 
-BUSY_TIMEOUT_MS = 30_000
 PATIENCE_S = BUSY_TIMEOUT_MS / 1000  # how long a write waits for the lock, all tries included
 BUSY_SLICE_S = 1.0  # SQLite's own busy handler waits this long per try; then a jittered pause
 _BEGIN_BACKOFF = Backoff(first_s=0.02, cap_s=0.5)
 T = TypeVar("T")
 __all__ = ["BUSY_TIMEOUT_MS", "JOURNAL_CHOICES", "SQLiteDatabase", "create_file",
-           "describe_error"]
+           "describe_error", "sqlite_target"]
 JOURNAL_CHOICES = ("auto", ROLLBACK)  # auto: WAL unless the filesystem cannot keep it
-
-
-def sqlite_target(path: Path, vfs: str | None, mode: str | None = None) -> str:
-    """What sqlite3.connect opens: the path, or a URI naming the VFS (and mode)."""
-    if vfs is None and mode is None:
-        return str(path)
-    query = "&".join(f"{k}={v}" for k, v in (("vfs", vfs), ("mode", mode)) if v)
-    return f"{path.absolute().as_uri()}?{query}"
-
-
-def _time_text(value: datetime) -> str:
-    """Aware datetimes stored as fixed-width UTC text: lexical order is time order."""
-    if value.tzinfo is None:
-        raise ValueError("naive datetime given to a UTC column")
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
-sqlite3.register_adapter(datetime, _time_text)
-
-
-def create_file(path: Path) -> None:
-    """Create the database file (and every folder it needs) private to this user."""
-    missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
-    for folder in reversed(missing):  # mkdir(parents=True) would give the parents 0755
-        folder.mkdir(exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
-    # Before the first page is written: freed pages can go back to the file system in
-    # small steps (`kanban gc`), instead of only a whole-file VACUUM.
-    raw = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    try:
-        raw.execute("PRAGMA auto_vacuum = INCREMENTAL")  # a no-op once tables exist
-    finally:  # the journal is chosen by the first connection (SQLiteDatabase._journal)
-        raw.close()
 
 
 class SQLiteDatabase(Database):
@@ -378,8 +343,12 @@ class SQLiteDatabase(Database):
         except sqlite3.Error:
             self._discard(raw, nested)
 
+    def _keeper(self) -> threading.local | _OneConnection:
+        """Where this thread's connection is kept: its own slot, or the worker's one."""
+        return self._local if self._one is None else self._one
+
     def _held(self) -> RingingConnection:
-        keeper = self._local if self._one is None else self._one
+        keeper = self._keeper()
         raw: RingingConnection | None = getattr(keeper, "conn", None)
         if raw is None:
             raw = self.connect()
@@ -389,7 +358,7 @@ class SQLiteDatabase(Database):
         return raw
 
     def _discard(self, raw: sqlite3.Connection, nested: bool) -> None:
-        keeper = self._local if self._one is None else self._one
+        keeper = self._keeper()
         if not nested and getattr(keeper, "conn", None) is raw:
             keeper.conn = None
             with self._lock:
